@@ -1,0 +1,68 @@
+# langrepr: every entry point a user needs. `make help` lists them.
+# Each target sets up .venv (torch CPU wheel + `pip install -e .[dev]`) when it is missing.
+
+PROFILE ?= full
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+RUN := $(PY) -m langrepr.train
+RENDER := $(PY) -m langrepr.tables
+
+.DEFAULT_GOAL := help
+.PHONY: help install test test-all lint smoke bench tables clean \
+	ewe-table1 ewe-table2 ewe-table3 ewe-table4 ewe-table5 \
+	tensorcoder-table1 tensorcoder-table2 tensorcoder-table3
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  \033[1m%-22s\033[0m %s\n", $$1, $$2}'
+	@echo "  PROFILE=quick|full (default full = the paper's settings)"
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+install: $(STAMP) ## create .venv and install langrepr with its dev tools
+
+test: $(STAMP) ## the test suite (CPU, offline; slow/gpu/network tests excluded)
+	$(PY) -m pytest -m "not slow and not gpu and not network" -q
+
+test-all: $(STAMP) ## every test, slow ones included
+	$(PY) -m pytest -q
+
+lint: $(STAMP) ## ruff
+	$(PY) -m ruff check src tests scripts
+
+smoke: $(STAMP) ## one tiny end-to-end training run on synthetic patents (CPU, seconds)
+	$(RUN) dataset=synthetic model=bert_ewe debug=smoke
+
+bench: $(STAMP) ## benchmarks: ratios measured in one run, written to outputs/bench/
+	$(PY) scripts/bench_ewe.py
+	@if [ -f scripts/bench_tensorcoder.py ]; then $(PY) scripts/bench_tensorcoder.py; fi
+
+tables: $(STAMP) ## render every table from the runs already in outputs/ (no training)
+	$(RENDER) all --profile $(PROFILE)
+
+# one target per paper table: run the experiment's cells (finished cells are skipped), then render
+define TABLE_RULE
+$(1): $$(STAMP)
+	$$(RUN) -m experiment=$(2) profile=$$(PROFILE) ckpt_path=auto
+	$$(RENDER) $(2) --profile $$(PROFILE)
+endef
+
+ewe-table1: ## EWE Table 1: parameter counts of the six models (no data, no GPU, < 1 min)
+ewe-table2: ## EWE Table 2: label statistics, raw vs First/Later relabeled
+ewe-table3: ## EWE Table 3: six models, micro F1/P/R on 2015A/2015B
+ewe-table4: ## EWE Table 4: BERT_EWE with / without focus embeddings
+ewe-table5: ## EWE Table 5: BERT_EWE raw bytes / gradient v-gram / whitespace materials
+tensorcoder-table1: ## TensorCoder Table 1: masked-LM valid loss + attention GFLOPs
+tensorcoder-table2: ## TensorCoder Table 2: WMT16 En-De BLEU + FLOPs
+tensorcoder-table3: ## TensorCoder Table 3: IWSLT16 En-De BLEU + FLOPs
+$(foreach n,1 2 3 4 5,$(eval $(call TABLE_RULE,ewe-table$(n),ewe_table$(n))))
+$(foreach n,1 2 3,$(eval $(call TABLE_RULE,tensorcoder-table$(n),tensorcoder_table$(n))))
+
+clean: ## remove smoke outputs and caches (keeps finished runs and rendered tables)
+	rm -rf outputs/smoke outputs/cache .pytest_cache .ruff_cache

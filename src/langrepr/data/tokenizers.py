@@ -1,0 +1,256 @@
+"""Tokenizers for the EWE experiments (arXiv 2302.13475), all behind one small interface.
+
+Interface (see .contract.md): `prepare(texts, cache_dir)` trains or loads a vocabulary (no-op for byte and
+code-point tokenizers), `encode(texts) -> {"input_ids", "attention_mask"}` with fixed shapes,
+`cache_key()` changes whenever the encoding would change, `vocab_size` is the id range a model needs.
+
+- `WhitespaceByteTokenizer`: EWE main setting (paper §4.2 steps 1-2, Table 3): ids (B, u, v).
+- `RawByteTokenizer`: EWE with no tokenizer (Table 5 "None"): ids (B, u, v).
+- `SubwordTokenizer`: BERT ORIG WordPiece / ALBERT ORIG Unigram, trained here with `tokenizers`: ids (B, T).
+- `CodepointTokenizer`: CANINE ORIG Unicode code points: ids (B, T).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+OVERFLOW = ("truncate", "split")
+ALGORITHMS = ("wordpiece", "unigram")
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4; [PAD] = 0 = HF pad_token_id
+
+
+def _check_positive(**values: int) -> None:
+    for key, val in values.items():
+        if val < 1:
+            raise ValueError(f"tokenizer.{key} must be >= 1, got {val}")
+
+
+def _utf8(text: str) -> bytes:
+    """UTF-8 bytes of `text` with NUL removed (byte 0 is the pad); lone surrogates become '?'."""
+    return text.replace("\x00", "").encode("utf-8", "replace")
+
+
+def _utf8_words(text: str, u: int) -> list[bytes]:
+    """The first u whitespace-separated words as UTF-8 bytes (maxsplit avoids splitting the rest)."""
+    return [w.encode("utf-8", "replace") for w in text.replace("\x00", "").split(maxsplit=u)[:u]]
+
+
+def _byte_batch(buf: bytearray, batch: int, u: int, v: int) -> dict[str, torch.Tensor]:
+    if batch == 0:
+        ids = torch.zeros(0, u, v, dtype=torch.long)
+    else:
+        ids = torch.frombuffer(buf, dtype=torch.uint8).view(batch, u, v).long()  # (B, u, v)
+    return {"input_ids": ids, "attention_mask": (ids != 0).any(-1).long()}  # mask: (B, u)
+
+
+class WhitespaceByteTokenizer:
+    """Whitespace-split materials of UTF-8 bytes for elementwise embedding (paper §4.2, METHODS §1.1).
+
+    Rule: NUL characters are removed, the text is split on Unicode whitespace (`str.split()`), and each
+    word becomes one material holding its UTF-8 bytes, right-padded with 0 to v bytes. A word longer than v
+    bytes is truncated to its first v bytes (overflow="truncate", the paper's implied behaviour; a
+    multi-byte character may be cut) or continued in the next material(s) (overflow="split"). The
+    sequence is then truncated or right-padded with all-zero materials to u materials. attention_mask is 1
+    for a material with any non-zero byte. No [CLS]/[SEP] materials are added (the paper names none),
+    so a pooler that reads position 0 reads the first word.
+
+    Example (v=4): "Focus on the elements" -> [F o c u] [o n 0 0] [t h e 0] [e l e m] (truncate).
+    """
+
+    def __init__(self, u: int, v: int, overflow: str = "truncate") -> None:
+        _check_positive(u=u, v=v)
+        if overflow not in OVERFLOW:
+            raise ValueError(f"tokenizer.overflow={overflow!r} is not supported; allowed values: {', '.join(OVERFLOW)}")
+        self.u, self.v, self.overflow = u, v, overflow
+        self.vocab_size = 256
+
+    def prepare(self, texts: Iterable[str], cache_dir: Path) -> None:
+        """Nothing to train: the vocabulary is the 256 byte values."""
+
+    def cache_key(self) -> str:
+        return f"wsbytes-u{self.u}-v{self.v}-{self.overflow}"
+
+    def encode(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        """Encode to input_ids (B, u, v) byte ids and attention_mask (B, u)."""
+        u, v = self.u, self.v
+        buf = bytearray(len(texts) * u * v)
+        for b, text in enumerate(texts):
+            pos, end = b * u * v, (b + 1) * u * v
+            # At most u words are ever needed: each word fills >= 1 material.
+            for word in _utf8_words(text, u):
+                if self.overflow == "truncate":
+                    buf[pos : pos + min(len(word), v)] = word[:v]
+                    pos += v
+                else:  # split: ceil(len/v) materials, the last one zero-padded
+                    take = min(len(word), end - pos)
+                    buf[pos : pos + take] = word[:take]
+                    pos += -(-take // v) * v
+                if pos >= end:
+                    break
+        return _byte_batch(buf, len(texts), u, v)
+
+
+class RawByteTokenizer:
+    """No tokenizer (paper §6.2, Table 5 "None"): the raw UTF-8 byte stream, whitespace included, cut into
+    consecutive materials of v bytes. NUL is removed; the stream is truncated to u*v bytes or right-padded
+    with 0, so only the last non-empty material can hold padding. attention_mask (B, u) marks materials
+    with any non-zero byte.
+    """
+
+    def __init__(self, u: int, v: int) -> None:
+        _check_positive(u=u, v=v)
+        self.u, self.v = u, v
+        self.vocab_size = 256
+
+    def prepare(self, texts: Iterable[str], cache_dir: Path) -> None:
+        """Nothing to train."""
+
+    def cache_key(self) -> str:
+        return f"rawbytes-u{self.u}-v{self.v}"
+
+    def encode(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        """Encode to input_ids (B, u, v) and attention_mask (B, u)."""
+        n = self.u * self.v
+        buf = bytearray(len(texts) * n)
+        for b, text in enumerate(texts):
+            data = _utf8(text)[:n]
+            buf[b * n : b * n + len(data)] = data
+        return _byte_batch(buf, len(texts), self.u, self.v)
+
+
+class SubwordTokenizer:
+    """WordPiece (BERT ORIG, 30522) or Unigram (ALBERT ORIG, SentencePiece-like, 30000) trained from scratch.
+
+    `prepare` hashes the training texts (sha256), loads `<cache_key>.json` from cache_dir when present, and
+    otherwise trains on the texts and writes it there. Encodings are `[CLS] text [SEP]`, truncated and
+    padded with [PAD] (id 0) to max_length.
+
+    `vocab_size` is the configured size (the model's table size, as in the paper's parameter counts); a
+    small corpus may yield fewer pieces (`trained_vocab_size`), all with ids below vocab_size.
+    """
+
+    def __init__(self, algorithm: str, vocab_size: int, max_length: int, lowercase: bool = True) -> None:
+        if algorithm not in ALGORITHMS:
+            raise ValueError(
+                f"tokenizer.algorithm={algorithm!r} is not supported; allowed values: {', '.join(ALGORITHMS)}"
+            )
+        _check_positive(vocab_size=vocab_size, max_length=max_length)
+        if max_length < 3:
+            raise ValueError(f"tokenizer.max_length must be >= 3 to hold [CLS] x [SEP], got {max_length}")
+        self.algorithm, self.max_length, self.lowercase = algorithm, max_length, lowercase
+        self._vocab_size = vocab_size
+        self._fingerprint: str | None = None
+        self._tok = None
+
+    @property
+    def vocab_size(self) -> int:
+        return max(self._vocab_size, self.trained_vocab_size)
+
+    @property
+    def trained_vocab_size(self) -> int:
+        return self._tok.get_vocab_size() if self._tok is not None else 0
+
+    def cache_key(self) -> str:
+        if self._fingerprint is None:
+            raise RuntimeError("SubwordTokenizer.cache_key() needs prepare(texts, cache_dir) to run first")
+        case = "lower" if self.lowercase else "cased"
+        return f"{self.algorithm}-{self._vocab_size}-{case}-len{self.max_length}-{self._fingerprint}"
+
+    def prepare(self, texts: Iterable[str], cache_dir: Path) -> None:
+        """Train on `texts` or load the cached vocabulary trained on the same texts."""
+        from tokenizers import Tokenizer
+
+        texts = texts if isinstance(texts, Sequence) else list(texts)
+        digest = hashlib.sha256()
+        for text in texts:
+            digest.update(text.encode("utf-8", "surrogatepass"))
+            digest.update(b"\x00")  # separator: ["ab", "c"] != ["a", "bc"]
+        self._fingerprint = digest.hexdigest()[:16]
+        path = Path(cache_dir) / f"{self.cache_key()}.json"
+        if path.exists():
+            tok = Tokenizer.from_file(str(path))
+        else:
+            tok = self._train(texts)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tok.save(str(tmp))
+            tmp.replace(path)  # atomic: a crash never leaves a torn vocabulary
+        tok.enable_truncation(self.max_length)
+        tok.enable_padding(length=self.max_length, pad_id=0, pad_token="[PAD]")
+        self._tok = tok
+
+    def _train(self, texts: Sequence[str]):
+        from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+        if self.algorithm == "wordpiece":  # BERT recipe
+            tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+            tok.normalizer = normalizers.BertNormalizer(lowercase=self.lowercase)
+            tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+            tok.decoder = decoders.WordPiece()
+            trainer = trainers.WordPieceTrainer(
+                vocab_size=self._vocab_size, special_tokens=SPECIALS, show_progress=False
+            )
+        else:  # SentencePiece-style unigram, as ALBERT
+            tok = Tokenizer(models.Unigram())
+            steps = [normalizers.NFKC()] + ([normalizers.Lowercase()] if self.lowercase else [])
+            tok.normalizer = normalizers.Sequence(steps)
+            tok.pre_tokenizer = pre_tokenizers.Metaspace()
+            tok.decoder = decoders.Metaspace()
+            trainer = trainers.UnigramTrainer(
+                vocab_size=self._vocab_size, special_tokens=SPECIALS, unk_token="[UNK]", show_progress=False
+            )
+        tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+        cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
+        )
+        return tok
+
+    def encode(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        """Encode to input_ids and attention_mask, both (B, max_length)."""
+        if self._tok is None:
+            raise RuntimeError("SubwordTokenizer.encode() needs prepare(texts, cache_dir) to run first")
+        encs = self._tok.encode_batch(list(texts))
+        ids = torch.tensor([e.ids for e in encs], dtype=torch.long).reshape(len(encs), self.max_length)
+        mask = torch.tensor([e.attention_mask for e in encs], dtype=torch.long).reshape(len(encs), self.max_length)
+        return {"input_ids": ids, "attention_mask": mask}
+
+
+class CodepointTokenizer:
+    """Unicode code points for CANINE ORIG: [CLS]=0xE000, text code points, [SEP]=0xE001, pad 0.
+
+    NUL is removed (0 is the pad). Text is truncated to max_length - 2 code points so [CLS] and [SEP]
+    always fit. vocab_size is the code-point range 0x110000; CANINE hashes ids, it has no such table.
+    """
+
+    CLS, SEP = 0xE000, 0xE001
+
+    def __init__(self, max_length: int) -> None:
+        if max_length < 3:
+            raise ValueError(f"tokenizer.max_length must be >= 3 to hold [CLS] x [SEP], got {max_length}")
+        self.max_length = max_length
+        self.vocab_size = 0x110000
+
+    def prepare(self, texts: Iterable[str], cache_dir: Path) -> None:
+        """Nothing to train."""
+
+    def cache_key(self) -> str:
+        return f"codepoints-len{self.max_length}"
+
+    def encode(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        """Encode to input_ids and attention_mask, both (B, max_length)."""
+        ids = np.zeros((len(texts), self.max_length), dtype=np.int64)
+        for b, text in enumerate(texts):
+            cps = np.frombuffer(
+                text.replace("\x00", "")[: self.max_length - 2].encode("utf-32-le", "surrogatepass"), dtype="<u4"
+            )
+            ids[b, 0] = self.CLS
+            ids[b, 1 : 1 + len(cps)] = cps
+            ids[b, 1 + len(cps)] = self.SEP
+        ids_t = torch.from_numpy(ids)
+        return {"input_ids": ids_t, "attention_mask": (ids_t != 0).long()}

@@ -1,0 +1,321 @@
+"""USPTO patent classification data (EWE paper, arXiv 2302.13475 §5.1) from a local parquet export.
+
+Reads the folder written by ``langrepr.data.uspto_export`` (real patents) or
+``langrepr.data.synthetic_patents`` (generated, flagged ``synthetic``); training never touches
+BigQuery. Per document: claims 1-20 re-split in Python and joined with a space (input), the
+CPC subclasses relabeled First-/Later- (target, ``patent_labels``). Splits: ``train`` minus a
+deterministic ``val_fraction`` hold-out, and the two test sets 2015A, 2015B (paper §5.1).
+
+Tokenization runs once: tensors are cached under ``cache_dir`` keyed by the tokenizer's
+``cache_key()``, the export's shard hashes, the labeling and the sample limits, so a second run
+(or every run of a sweep) only loads a file. Ids are stored in the smallest integer dtype and
+labels as sparse index lists; batches are gathered whole (one index per batch), which keeps the
+loader far from the training step's critical path.
+
+CLI: ``python -m langrepr.data.uspto export ...`` (the BigQuery export, see uspto_export) and
+``python -m langrepr.data.uspto stats DIR`` (Table 2 statistics as JSON).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
+
+from langrepr.data.patent_files import SPLITS, join_claims, manifest_digest, read_manifest, split_counts
+from langrepr.data.patent_labels import LABELINGS, LabelVocabulary, table2_stats
+from langrepr.errors import UserError
+
+log = logging.getLogger(__name__)
+
+ENV_DIR = "LANGREPR_USPTO_DIR"
+TEST_SPLITS = ["2015A", "2015B"]
+_CACHE_VERSION = 1
+_ENCODE_CHUNK = 2048
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
+    """The export folder: the argument, else $LANGREPR_USPTO_DIR; UserError when absent."""
+    value = str(data_dir) if data_dir else os.environ.get(ENV_DIR, "")
+    path = Path(value) if value else None
+    if path is None or not path.is_dir():
+        raise UserError(f"USPTO export not found at {path or '(unset)'}: run `python -m langrepr.data.uspto "
+                        f"export ...` or set {ENV_DIR} / dataset.datamodule.data_dir")
+    return path
+
+
+def load_manifest(data_dir: Path) -> dict[str, Any]:
+    """The export's manifest; UserError when the folder holds no finished export."""
+    manifest = read_manifest(data_dir)
+    if manifest is None:
+        raise UserError(f"no manifest.json in {data_dir}: the export is missing or unfinished; rerun "
+                        f"`python -m langrepr.data.uspto export ...` (it resumes) or point {ENV_DIR} elsewhere")
+    return manifest
+
+
+def _read_column(data_dir: Path, manifest: dict, split: str, column: str) -> list:
+    """One column of one split, shards concatenated in manifest order."""
+    out: list = []
+    for shard in manifest["shards"]:
+        if shard["split"] == split:
+            out.extend(pq.read_table(data_dir / shard["file"], columns=[column]).column(column).to_pylist())
+    return out
+
+
+def _select(n: int, limit: int | None, seed: int, salt: int) -> np.ndarray:
+    """A deterministic random subset of range(n) of size min(n, limit), in seeded order."""
+    perm = np.random.default_rng([seed, salt]).permutation(n)
+    return perm if limit is None else perm[:limit]
+
+
+def _compact(ids: torch.Tensor) -> torch.Tensor:
+    """Smallest dtype holding the ids (bytes fit uint8): the EWE cache is 8x smaller than int64."""
+    hi = int(ids.max()) if ids.numel() else 0
+    lo = int(ids.min()) if ids.numel() else 0
+    for dtype in (torch.uint8, torch.int16, torch.int32):
+        info = torch.iinfo(dtype)
+        if info.min <= lo and hi <= info.max:
+            return ids.to(dtype)
+    return ids
+
+
+class _EncodedSplit(Dataset):
+    """Cached tensors of one split; ``self[list_of_indices]`` returns a whole batch."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor], num_labels: int):
+        self.t = tensors
+        self.num_labels = num_labels
+
+    def __len__(self) -> int:
+        return int(self.t["input_ids"].shape[0])
+
+    def __getitem__(self, idx: list[int]) -> dict[str, torch.Tensor]:
+        index = torch.as_tensor(idx, dtype=torch.long)
+        labels = torch.zeros(len(idx), self.num_labels, dtype=torch.float32)
+        off, cols = self.t["label_offsets"], self.t["label_index"]
+        for row, i in enumerate(idx):
+            labels[row, cols[off[i]:off[i + 1]].long()] = 1.0
+        return {"input_ids": self.t["input_ids"][index].long(),
+                "attention_mask": self.t["attention_mask"][index].long(),
+                "labels": labels}
+
+
+class PatentDataModule(pl.LightningDataModule):
+    """Multi-label CPC subclass classification over a parquet export (real or synthetic).
+
+    Args:
+        data_dir: export folder with manifest.json; None/"" means $LANGREPR_USPTO_DIR.
+        labeling: "first_later" (paper §5.3, 2 labels per subclass) or "raw" (plain subclasses).
+        max_train_samples: cap on the train split (taken before the val hold-out), None = all.
+        max_eval_samples: cap on val and on each test split, None = all.
+        tokenizer: any object with the contract's prepare/encode/cache_key (injected by train.py).
+        cache_dir: where tokenized tensors and the label vocabulary go; None = <data_dir>/cache.
+        seed: picks the val hold-out and the sample subsets (not the model seed).
+        val_fraction: share of the (capped) train split held out for validation.
+    """
+
+    def __init__(self, data_dir: str | None = None, labeling: str = "first_later", batch_size: int = 32,
+                 num_workers: int = 0, max_train_samples: int | None = None,
+                 max_eval_samples: int | None = None, tokenizer: Any = None, cache_dir: str | None = None,
+                 seed: int = 0, val_fraction: float = 0.05):
+        super().__init__()
+        if labeling not in LABELINGS:
+            raise UserError(f"labeling must be one of {list(LABELINGS)}, got {labeling!r}")
+        if not 0.0 < val_fraction < 1.0:
+            raise UserError(f"val_fraction must be in (0, 1), got {val_fraction}")
+        if tokenizer is None:
+            raise UserError("PatentDataModule needs a tokenizer: set model.tokenizer (train.py passes it in)")
+        self.data_dir, self.labeling, self.tokenizer = data_dir, labeling, tokenizer
+        self.batch_size, self.num_workers, self.seed = batch_size, num_workers, seed
+        self.max_train_samples, self.max_eval_samples = max_train_samples, max_eval_samples
+        self.cache_dir, self.val_fraction = cache_dir, val_fraction
+        self.test_splits: list[str] = list(TEST_SPLITS)
+        self.label_vocab: LabelVocabulary | None = None
+        self.data_info: dict[str, Any] = {}
+        self.encode_stats: dict[str, float] = {}
+        self._splits: dict[str, _EncodedSplit] = {}
+        self._claims: dict[str, list[str]] = {}   # raw claims per export split, only while building
+
+    # --- what train.py reads ------------------------------------------------------------
+    @property
+    def net_kwargs(self) -> dict[str, int]:
+        """Runtime values for the net constructor (the label count is only known after setup)."""
+        if self.label_vocab is None:
+            raise RuntimeError("PatentDataModule.net_kwargs is available after setup()")
+        return {"num_labels": len(self.label_vocab)}
+
+    def save_label_vocab(self, path: str | os.PathLike) -> Path:
+        """Write the run's label columns (JSON) next to its other artefacts."""
+        if self.label_vocab is None:
+            raise RuntimeError("call setup() first")
+        return self.label_vocab.save(path)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Saved into every Lightning checkpoint, so a checkpoint knows its label columns."""
+        if self.label_vocab is None:
+            return {}
+        return {"labeling": self.label_vocab.labeling, "labels": list(self.label_vocab.labels),
+                "data_info": self.data_info}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Checks a resumed run sees the same label columns it was trained with."""
+        if state and self.label_vocab is not None and list(self.label_vocab.labels) != state["labels"]:
+            raise UserError("checkpoint label vocabulary differs from this export's: resume with the same "
+                            "data_dir, labeling and max_train_samples")
+
+    # --- Lightning hooks ------------------------------------------------------------------
+    def prepare_data(self) -> None:
+        """Tokenize and cache once (idempotent; later calls and setup() just load)."""
+        self._build()
+
+    def setup(self, stage: str | None = None) -> None:
+        self._build()
+
+    def _plan(self, counts: dict[str, int]) -> dict[str, np.ndarray]:
+        """Row indices (into each export split) that form train/val/2015A/2015B."""
+        pool = _select(counts["train"], self.max_train_samples, self.seed, 0)
+        n_val = int(round(self.val_fraction * len(pool))) if len(pool) > 1 else 0
+        n_val = max(n_val, 1) if len(pool) > 1 else 0
+        plan = {"train": pool[n_val:], "val": pool[:n_val][: self.max_eval_samples]}
+        for k, split in enumerate(TEST_SPLITS, 1):
+            plan[split] = _select(counts[split], self.max_eval_samples, self.seed, k)
+        for name, idx in plan.items():
+            if len(idx) == 0:
+                source = "train" if name == "val" else name
+                raise UserError(f"split {name!r} is empty ({counts.get(source, 0)} rows of {source!r} in "
+                                f"{self._dir}, limits {self.max_train_samples}/{self.max_eval_samples}): "
+                                "re-export, or raise dataset.datamodule.max_*_samples")
+        return plan
+
+    def _texts(self, manifest: dict, split: str, idx: np.ndarray) -> Iterator[str]:
+        """Claims 1-20 of the selected rows, lazily (a tokenizer with a cached vocab never reads them)."""
+        if split not in self._claims:
+            self._claims[split] = _read_column(self._dir, manifest, split, "claims")
+        claims = self._claims[split]
+        for i in idx:
+            yield join_claims(claims[i])
+
+    def _build(self) -> None:
+        if self._splits:
+            return
+        self._dir = resolve_data_dir(self.data_dir)
+        manifest = load_manifest(self._dir)
+        counts = split_counts(manifest["shards"])
+        plan = self._plan(counts)
+        cache_dir = Path(self.cache_dir) if self.cache_dir else self._dir / "cache"
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        self.tokenizer.prepare(self._texts(manifest, "train", plan["train"]), cache_dir / "tokenizer")
+        key_src = json.dumps({"v": _CACHE_VERSION, "tok": self.tokenizer.cache_key(),
+                              "data": manifest_digest(manifest), "labeling": self.labeling,
+                              "limits": [self.max_train_samples, self.max_eval_samples],
+                              "seed": self.seed, "val_fraction": self.val_fraction}, sort_keys=True)
+        key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
+        path = cache_dir / f"patents-{key}.pt"
+        if path.is_file():
+            cache = torch.load(path, weights_only=True)
+            log.info("loaded tokenized patents from %s", path)
+        else:
+            cache = self._encode_all(manifest, plan)
+            tmp = path.with_name(f".{path.name}.tmp")
+            torch.save(cache, tmp)
+            os.replace(tmp, path)
+            log.info("cached tokenized patents at %s", path)
+        self.label_vocab = LabelVocabulary(tuple(cache["labels"]), self.labeling)
+        self.label_vocab.save(cache_dir / f"labels-{key}.json")
+        self.encode_stats = dict(cache.get("encode_stats", {}))
+        self.data_info = {"data_dir": str(self._dir), "synthetic": bool(manifest.get("synthetic", False)),
+                          "manifest_digest": manifest_digest(manifest), "cache": str(path),
+                          "rows": {n: int(len(i)) for n, i in plan.items()}, "num_labels": len(self.label_vocab)}
+        if self.data_info["synthetic"]:
+            log.warning("USPTO datamodule is reading SYNTHETIC patents from %s", self._dir)
+        self._splits = {n: _EncodedSplit(cache["splits"][n], len(self.label_vocab)) for n in plan}
+        self._claims.clear()
+
+    def _encode_all(self, manifest: dict, plan: dict[str, np.ndarray]) -> dict[str, Any]:
+        """Labels and token tensors for every split (the expensive path, run once per cache key)."""
+        sources = {"train": "train", "val": "train", "2015A": "2015A", "2015B": "2015B"}
+        cpc = {s: _read_column(self._dir, manifest, s, "cpc") for s in SPLITS}
+        vocab = LabelVocabulary.fit([cpc["train"][i] for i in np.concatenate([plan["train"], plan["val"]])],
+                                    self.labeling)
+        out: dict[str, Any] = {"labels": list(vocab.labels), "splits": {}}
+        n_docs, seconds = 0, 0.0
+        for name, idx in plan.items():
+            texts = list(self._texts(manifest, sources[name], idx))
+            t0 = time.perf_counter()
+            parts = [self.tokenizer.encode(texts[i:i + _ENCODE_CHUNK]) for i in range(0, len(texts), _ENCODE_CHUNK)]
+            seconds += time.perf_counter() - t0
+            n_docs += len(texts)
+            rows = vocab.encode(cpc[sources[name]][i] for i in idx)
+            offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+            offsets[1:] = np.cumsum([len(r) for r in rows])
+            out["splits"][name] = {
+                "input_ids": _compact(torch.cat([p["input_ids"] for p in parts])),
+                "attention_mask": torch.cat([p["attention_mask"] for p in parts]).to(torch.uint8),
+                "label_index": torch.tensor([c for r in rows for c in r], dtype=torch.int32),
+                "label_offsets": torch.from_numpy(offsets),
+            }
+        out["encode_stats"] = {"docs": n_docs, "seconds": round(seconds, 3),
+                               "docs_per_s": round(n_docs / max(seconds, 1e-9), 1)}
+        log.info("tokenized %d patents in %.1f s (%.0f docs/s)", n_docs, seconds, n_docs / max(seconds, 1e-9))
+        return out
+
+    # --- loaders ----------------------------------------------------------------------------
+    def _loader(self, name: str, shuffle: bool) -> DataLoader:
+        self._build()
+        ds = self._splits[name]
+        if shuffle:
+            sampler = RandomSampler(ds, generator=torch.Generator().manual_seed(self.seed))
+        else:
+            sampler = SequentialSampler(ds)
+        return DataLoader(ds, sampler=BatchSampler(sampler, self.batch_size, drop_last=False), batch_size=None,
+                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> list[DataLoader]:
+        return [self._loader(name, shuffle=False) for name in self.test_splits]
+
+
+def export_table2_stats(data_dir: str | os.PathLike | None = None, coverage: float = 0.9) -> dict[str, Any]:
+    """Table 2 of the paper computed on an export (all rows of every split), plus provenance."""
+    path = resolve_data_dir(data_dir)
+    manifest = load_manifest(path)
+    stats = table2_stats({s: _read_column(path, manifest, s, "cpc") for s in SPLITS}, coverage=coverage)
+    return {"synthetic": bool(manifest.get("synthetic", False)), "manifest_digest": manifest_digest(manifest),
+            "splits": stats}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m langrepr.data.uspto {export ...|stats DIR}``; UserError -> one line, exit 2."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["export"]:
+        from langrepr.data import uspto_export   # BigQuery stays confined to that module
+        return uspto_export.main(argv)
+    try:
+        if argv[:1] == ["stats"] and len(argv) in (1, 2):
+            print(json.dumps(export_table2_stats(argv[1] if len(argv) == 2 else None), indent=2))
+            return 0
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print("usage: python -m langrepr.data.uspto {export --project P --out DIR ... | stats [DIR]}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
