@@ -54,7 +54,9 @@ def test_global_focus_paper_literal_index():
 def test_local_focus_per_material():
     emb = _ewe()
     with torch.no_grad():  # f^(i) is a w-vector added to the whole material i
-        emb.local_focus_table.weight.copy_(torch.tensor([[1000.0, 2000, 3000, 4000], [5000, 6000, 7000, 8000]]))
+        emb.local_focus_table.weight.copy_(
+            torch.tensor([[1000.0, 2000, 3000, 4000], [5000, 6000, 7000, 8000]])
+        )
     assert emb.local_focus_table.weight.shape == (2, 4)  # (u, w)
     assert emb(IDS).tolist() == [[[1001, 2010, 3002, 4020], [5003, 6030, 7004, 8040]]]
 

@@ -18,6 +18,7 @@ from typing import Any
 import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -88,6 +89,13 @@ def parameter_counts(net: torch.nn.Module) -> dict[str, int]:
             "embedding": int(counter()) if callable(counter) else 0}
 
 
+def task_kwargs(dm: Any) -> dict:
+    """Runtime values the task needs: a datamodule's `task_kwargs`, else the label count it gives the net."""
+    if hasattr(dm, "task_kwargs"):
+        return dict(dm.task_kwargs)
+    return {"num_labels": dm.net_kwargs["num_labels"]} if "num_labels" in dm.net_kwargs else {}
+
+
 def as_float(value: Any) -> float:
     return float(value.item() if isinstance(value, torch.Tensor) else value)
 
@@ -156,7 +164,7 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
     net = instantiate(cfg.model.net, **dm.net_kwargs)
     task = instantiate(cfg.dataset.task, net=net, optimizer=instantiate(cfg.optimizer),
                        scheduler=instantiate(cfg.scheduler) if cfg.get("scheduler") else None,
-                       **getattr(dm, "task_kwargs", {}))
+                       **task_kwargs(dm))
     task.test_split_names = list(getattr(dm, "test_splits", ["test"]))
     record["params"] = parameter_counts(net)
     log.info("Parameters: %s", record["params"])
@@ -212,6 +220,13 @@ def _hydra_main(cfg: DictConfig) -> None:
         train(cfg, HydraConfig.get().runtime.output_dir)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except InstantiationException as err:
+        # a constructor rejected a config value (its message names the key): show that, not Hydra's wrapper
+        cause = err.__cause__ if isinstance(err.__cause__, (ValueError, UserError)) else None
+        if cause is None:
+            raise
+        print(f"error: {cause}", file=sys.stderr)
         sys.exit(2)
 
 

@@ -20,9 +20,10 @@ the paper's placeholder [First-A01B, First-G06Q, Later-A01B, Later-G06Q].
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -25,8 +25,15 @@ from pathlib import Path
 
 import numpy as np
 
-from langrepr.data.patent_files import (FORMAT, SPLITS, read_manifest, shards_intact, split_counts,
-                                        write_manifest, write_shard)
+from langrepr.data.patent_files import (
+    FORMAT,
+    SPLITS,
+    read_manifest,
+    shards_intact,
+    split_counts,
+    write_manifest,
+    write_shard,
+)
 
 _ONSETS = ("b", "c", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "x", "z",
            "ch", "th", "ph", "tr", "pl", "cr", "st", "gl")
@@ -41,7 +48,7 @@ _SUBCLASS_LETTERS = "ABCDFGHJKLMNPQRSTW"
 
 
 def _pseudo_words(rng: np.random.Generator, n: int) -> list[str]:
-    """n distinct technical-looking words ("thoraxide", "plenometer")."""
+    """N distinct technical-looking words ("thoraxide", "plenometer")."""
     words: set[str] = set()
     out: list[str] = []
     while len(out) < n:
@@ -156,9 +163,16 @@ def generate(out_dir: str | Path, n_train: int = 8000, n_test: int = 1000, n_sub
     A rerun with the same arguments and intact shards returns at once (manifest check).
 
     Args:
+        out_dir: folder for the shards and manifest.json.
+        n_train: documents in the train split.
         n_test: documents in each of 2015A and 2015B.
-        zipf: popularity exponent; larger = more documents on the head codes.
+        n_subclasses: distinct CPC subclasses (the paper has 664).
+        seed: everything random derives from it.
+        zipf: popularity exponent; 1.8 puts ~30% of the codes over 90% of label occurrences (paper §5.5).
         noise: share of topic words replaced by words of random codes.
+        words_per_code: size of each subclass's First and of its Later vocabulary.
+        n_rare: size of the rare-word pool.
+        shard_rows: rows per parquet shard.
     """
     out_dir = Path(out_dir)
     params = dict(n_train=n_train, n_test=n_test, n_subclasses=n_subclasses, seed=seed, zipf=zipf,

@@ -65,7 +65,9 @@ class WhitespaceByteTokenizer:
     def __init__(self, u: int, v: int, overflow: str = "truncate") -> None:
         _check_positive(u=u, v=v)
         if overflow not in OVERFLOW:
-            raise ValueError(f"tokenizer.overflow={overflow!r} is not supported; allowed values: {', '.join(OVERFLOW)}")
+            raise ValueError(
+                f"tokenizer.overflow={overflow!r} is not supported; allowed values: {', '.join(OVERFLOW)}"
+            )
         self.u, self.v, self.overflow = u, v, overflow
         self.vocab_size = 256
 
@@ -96,8 +98,9 @@ class WhitespaceByteTokenizer:
 
 
 class RawByteTokenizer:
-    """No tokenizer (paper §6.2, Table 5 "None"): the raw UTF-8 byte stream, whitespace included, cut into
-    consecutive materials of v bytes. NUL is removed; the stream is truncated to u*v bytes or right-padded
+    """No tokenizer (paper §6.2, Table 5 "None"): raw UTF-8 bytes cut into materials of v bytes.
+
+    The byte stream keeps whitespace and is cut into consecutive materials of v bytes. NUL is removed; the stream is truncated to u*v bytes or right-padded
     with 0, so only the last non-empty material can hold padding. attention_mask (B, u) marks materials
     with any non-zero byte.
     """
@@ -118,7 +121,7 @@ class RawByteTokenizer:
         n = self.u * self.v
         buf = bytearray(len(texts) * n)
         for b, text in enumerate(texts):
-            data = _utf8(text)[:n]
+            data = _utf8(text[:n] if "\x00" not in text[:n] else text.replace("\x00", "")[:n])[:n]
             buf[b * n : b * n + len(data)] = data
         return _byte_batch(buf, len(texts), self.u, self.v)
 
@@ -217,7 +220,9 @@ class SubwordTokenizer:
             raise RuntimeError("SubwordTokenizer.encode() needs prepare(texts, cache_dir) to run first")
         encs = self._tok.encode_batch(list(texts))
         ids = torch.tensor([e.ids for e in encs], dtype=torch.long).reshape(len(encs), self.max_length)
-        mask = torch.tensor([e.attention_mask for e in encs], dtype=torch.long).reshape(len(encs), self.max_length)
+        mask = torch.tensor([e.attention_mask for e in encs], dtype=torch.long).reshape(
+            len(encs), self.max_length
+        )
         return {"input_ids": ids, "attention_mask": mask}
 
 
@@ -247,7 +252,8 @@ class CodepointTokenizer:
         ids = np.zeros((len(texts), self.max_length), dtype=np.int64)
         for b, text in enumerate(texts):
             cps = np.frombuffer(
-                text.replace("\x00", "")[: self.max_length - 2].encode("utf-32-le", "surrogatepass"), dtype="<u4"
+                text.replace("\x00", "")[: self.max_length - 2].encode("utf-32-le", "surrogatepass"),
+                dtype="<u4",
             )
             ids[b, 0] = self.CLS
             ids[b, 1 : 1 + len(cps)] = cps

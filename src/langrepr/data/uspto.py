@@ -24,8 +24,9 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -304,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m langrepr.data.uspto {export ...|stats DIR}``; UserError -> one line, exit 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["export"]:
-        from langrepr.data import uspto_export   # BigQuery stays confined to that module
+        from langrepr.data import uspto_export  # BigQuery stays confined to that module
         return uspto_export.main(argv)
     try:
         if argv[:1] == ["stats"] and len(argv) in (1, 2):

@@ -93,7 +93,9 @@ class HFSequenceClassifier(nn.Module):
         table_rows = vocab_size or DEFAULT_VOCAB.get(arch, 0)
 
         if arch == "bert":
-            config = BertConfig(vocab_size=table_rows, max_position_embeddings=max_position_embeddings, **common)
+            config = BertConfig(
+                vocab_size=table_rows, max_position_embeddings=max_position_embeddings, **common
+            )
             self.model = BertForSequenceClassification(config)
             self._check_width(hidden_size, "model.net.hidden_size")
             if embedding is not None:

@@ -111,6 +111,20 @@ class Embeddings(nn.Module):
         return self.dropout(self.norm(self.tokens(input_ids) + self.positions(pos)))
 
 
+def init_weights(module: nn.Module, std: float = 0.02) -> None:
+    """BERT-style init for Linear/Embedding (N(0, 0.02), zero bias); attention-specific parameters
+    (TensorCoder filters, multi-linear cores) keep the init their modules give them."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=std)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=std)
+            if m.padding_idx is not None:
+                nn.init.zeros_(m.weight[m.padding_idx])
+
+
 def _check_dims(**dims: int) -> None:
     bad = {k: v for k, v in dims.items() if not isinstance(v, int) or v <= 0}
     if bad:
@@ -167,6 +181,7 @@ class MaskedLMModel(nn.Module):
         # BERT-style prediction head: transform, then the (tied) output embedding.
         self.head = nn.Sequential(nn.Linear(d_model, d_model), nn.GELU(), nn.LayerNorm(d_model))
         self.decoder = nn.Linear(d_model, vocab_size)
+        init_weights(self)
         if tie_embeddings:
             self.decoder.weight = self.embeddings.tokens.weight
         self.tie_embeddings = tie_embeddings
@@ -228,6 +243,7 @@ class Seq2SeqModel(nn.Module):
             for _ in range(num_decoder_layers)
         )
         self.output_bias = nn.Parameter(torch.zeros(vocab_size))  # output matrix = token embedding
+        init_weights(self)
 
     def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """Encoder states (B, N, D)."""

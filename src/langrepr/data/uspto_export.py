@@ -1,0 +1,307 @@
+"""One-off export of US patents from Google Patents Public Data (BigQuery) to local parquet.
+
+The EWE paper (arXiv 2302.13475 §5.1) trains on US utility grants published 2006-2014 and tests
+on 2015A (Jan-Jun 2015) and 2015B (Jul-Dec 2015). This module is the only code in langrepr that
+imports ``google.cloud.bigquery`` (lazily, in `BigQueryBackend`); training reads the parquet.
+
+Safety: the query is dry-run first and its bytes and on-demand cost are printed; above
+``--max-bytes-billed`` it refuses unless ``--allow-expensive`` (the limit is also set on the job,
+so BigQuery itself enforces it). All dates, codes and limits are query parameters; the SQL is
+constant text. Resumable: rows come ordered by (split, publication_number) and every shard
+records the result-row range it holds, so a rerun continues at the first missing row (BigQuery
+serves an identical query from its 24 h result cache at no cost).
+
+Usage: ``python -m langrepr.data.uspto_export export --project P --out DIR`` (equivalently
+``python -m langrepr.data.uspto export ...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from langrepr.data.patent_files import (
+    FORMAT,
+    first_claims_text,
+    read_manifest,
+    shards_intact,
+    split_counts,
+    write_manifest,
+    write_shard,
+)
+from langrepr.errors import UserError
+
+TABLE = "patents-public-data.patents.publications"
+STATE = ".export_state.json"
+TIB = 2 ** 40
+
+# Constant text: every value is an @parameter. Claims are cut before claim 21 in SQL only to
+# shrink the download; Python re-splits (METHODS §1.6). `cpc` is selected raw, in array order,
+# so relabeling happens in Python and the raw labeling stays possible.
+QUERY = """\
+WITH pubs AS (
+  SELECT
+    publication_number,
+    kind_code,
+    publication_date,
+    filing_date,
+    CASE
+      WHEN publication_date BETWEEN @train_start AND @train_end THEN 'train'
+      WHEN publication_date BETWEEN @test_a_start AND @test_a_end THEN '2015A'
+      ELSE '2015B'
+    END AS split,
+    ARRAY(
+      SELECT AS STRUCT IFNULL(REGEXP_EXTRACT(c.text, r'(?s)^(.*?)\\n\\s*21\\s?\\.\\s'), c.text) AS text, c.language
+      FROM UNNEST(claims_localized) AS c
+      WHERE c.language = @language
+    ) AS claims_localized,
+    ARRAY(
+      SELECT AS STRUCT x.code, x.first, x.inventive
+      FROM UNNEST(cpc) AS x WITH OFFSET AS off
+      ORDER BY off
+    ) AS cpc
+  FROM `{table}`
+  WHERE country_code = @country
+    AND kind_code IN UNNEST(@kind_codes)
+    AND (publication_date BETWEEN @train_start AND @train_end
+         OR publication_date BETWEEN @test_a_start AND @test_a_end
+         OR publication_date BETWEEN @test_b_start AND @test_b_end)
+    AND EXISTS (SELECT 1 FROM UNNEST(claims_localized) AS c WHERE c.language = @language)
+    AND ARRAY_LENGTH(cpc) > 0
+)
+SELECT * FROM pubs
+WHERE TRUE
+QUALIFY @limit_per_split <= 0
+  OR ROW_NUMBER() OVER (PARTITION BY split ORDER BY publication_number) <= @limit_per_split
+ORDER BY split, publication_number
+"""
+
+
+@dataclass
+class ExportConfig:
+    """What to export and the spending guard. Dates are YYYYMMDD integers (the table's format)."""
+
+    out: str
+    project: str | None = None
+    max_bytes_billed: int = TIB                      # refuse above this (about $6.25 on demand)
+    allow_expensive: bool = False
+    limit: int = 0                                   # rows per split, 0 = all (does not cut bytes billed)
+    price_per_tib: float = 6.25                      # on-demand USD per TiB scanned
+    shard_rows: int = 50_000
+    table: str = TABLE
+    language: str = "en"
+    country: str = "US"
+    kind_codes: list[str] = field(default_factory=lambda: ["B1", "B2"])   # utility grants
+    train_start: int = 20060101
+    train_end: int = 20141231
+    test_a_start: int = 20150101
+    test_a_end: int = 20150630
+    test_b_start: int = 20150701
+    test_b_end: int = 20151231
+
+
+def build_query(table: str = TABLE) -> str:
+    """The export SQL; the table name is the only substitution and must look like a table id."""
+    if not re.fullmatch(r"[A-Za-z0-9_.\-]+", table):
+        raise UserError(f"--table {table!r} is not a BigQuery table id like {TABLE}")
+    return QUERY.format(table=table)
+
+
+def query_parameters(cfg: ExportConfig) -> list[tuple[str, str, Any]]:
+    """(name, BigQuery type, value) triples; a list value means an ARRAY parameter of that type."""
+    ints = ("train_start", "train_end", "test_a_start", "test_a_end", "test_b_start", "test_b_end")
+    params = [(name, "INT64", int(getattr(cfg, name))) for name in ints]
+    params += [("language", "STRING", cfg.language), ("country", "STRING", cfg.country),
+               ("kind_codes", "STRING", list(cfg.kind_codes)), ("limit_per_split", "INT64", int(cfg.limit))]
+    return params
+
+
+class Backend(Protocol):
+    """What the export needs from BigQuery; tests pass a fake with the same three methods."""
+
+    def dry_run(self, sql: str, params: list[tuple[str, str, Any]]) -> int: ...
+    def run(self, sql: str, params: list[tuple[str, str, Any]], maximum_bytes_billed: int) -> Any: ...
+    def rows(self, job: Any, start_index: int) -> Iterable[Mapping[str, Any]]: ...
+
+
+class BigQueryBackend:
+    """The real client; raises UserError (one line) when the project, library or credentials are missing."""
+
+    def __init__(self, project: str | None):
+        project = project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+        if not project:
+            raise UserError("no Google Cloud project: pass --project P or set GOOGLE_CLOUD_PROJECT "
+                            "(that project is billed for the query)")
+        try:
+            bigquery = importlib.import_module("google.cloud.bigquery")
+            google_auth = importlib.import_module("google.auth")
+            auth_errors = importlib.import_module("google.auth.exceptions")
+        except ImportError:
+            raise UserError("google-cloud-bigquery is not installed: pip install 'langrepr[bigquery]'") from None
+        try:
+            credentials, _ = google_auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+        except auth_errors.DefaultCredentialsError:
+            raise UserError("no Google Cloud credentials: run `gcloud auth application-default login` or set "
+                            "GOOGLE_APPLICATION_CREDENTIALS to a service-account key file") from None
+        self.bq = bigquery
+        self.client = bigquery.Client(project=project, credentials=credentials)
+
+    def _params(self, params: list[tuple[str, str, Any]]) -> list[Any]:
+        return [self.bq.ArrayQueryParameter(n, t, v) if isinstance(v, list) else self.bq.ScalarQueryParameter(n, t, v)
+                for n, t, v in params]
+
+    def _call(self, fn, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:   # google.api_core errors carry a one-line .message; keep it that way
+            message = getattr(e, "message", None)
+            if message is None:
+                raise
+            raise UserError(f"BigQuery: {' '.join(str(message).split())}") from None
+
+    def dry_run(self, sql: str, params: list[tuple[str, str, Any]]) -> int:
+        cfg = self.bq.QueryJobConfig(dry_run=True, use_query_cache=False, query_parameters=self._params(params))
+        return int(self._call(self.client.query, sql, job_config=cfg).total_bytes_processed)
+
+    def run(self, sql: str, params: list[tuple[str, str, Any]], maximum_bytes_billed: int) -> Any:
+        cfg = self.bq.QueryJobConfig(query_parameters=self._params(params), maximum_bytes_billed=maximum_bytes_billed)
+        return self._call(self.client.query, sql, job_config=cfg)
+
+    def rows(self, job: Any, start_index: int) -> Iterable[Mapping[str, Any]]:
+        return self._call(job.result, start_index=start_index or None, page_size=10_000)
+
+
+def _record(row: Mapping[str, Any], language: str) -> dict[str, Any] | None:
+    """One parquet record from a result row (None when it has no claims in ``language``)."""
+    text = next((c["text"] for c in (row["claims_localized"] or [])
+                 if c.get("language") == language and c.get("text")), None)
+    if text is None or not row["cpc"]:
+        return None
+    return {"publication_number": row["publication_number"], "kind_code": row["kind_code"],
+            "publication_date": int(row["publication_date"]), "filing_date": int(row["filing_date"] or 0),
+            "split": row["split"], "claims": first_claims_text(text),
+            "cpc": [{"code": c["code"], "first": bool(c.get("first")), "inventive": bool(c.get("inventive"))}
+                    for c in row["cpc"]],
+            "synthetic": False}
+
+
+def _write_state(out: Path, state: dict[str, Any]) -> None:
+    tmp = out / f"{STATE}.tmp"
+    tmp.write_text(json.dumps(state, indent=1) + "\n")
+    os.replace(tmp, out / STATE)
+
+
+def export(cfg: ExportConfig, backend: Backend | None = None, echo=print) -> Path:
+    """Run the export into ``cfg.out`` (resuming when possible); returns the manifest path."""
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sql, params = build_query(cfg.table), query_parameters(cfg)
+    fingerprint = hashlib.sha256((sql + json.dumps(params)).encode()).hexdigest()[:16]
+    done = read_manifest(out)
+    if done is not None and done.get("fingerprint") == fingerprint and shards_intact(out, done["shards"]):
+        echo(f"already exported: {out / 'manifest.json'}")
+        return out / "manifest.json"
+
+    shards: list[dict[str, Any]] = []
+    state_path = out / STATE
+    if state_path.is_file():
+        state = json.loads(state_path.read_text())
+        if state.get("fingerprint") == fingerprint:
+            for s in state["shards"]:                  # keep the intact prefix only
+                if not shards_intact(out, [s]):
+                    break
+                shards.append(s)
+    offset = shards[-1]["end"] if shards else 0
+
+    backend = backend or BigQueryBackend(cfg.project)
+    estimate = int(backend.dry_run(sql, params))
+    cost = estimate / TIB * cfg.price_per_tib
+    echo(f"dry run: {estimate:,} bytes ({estimate / 2**30:,.1f} GiB) ~ ${cost:,.2f} at ${cfg.price_per_tib}/TiB "
+         f"on demand (limit {cfg.max_bytes_billed:,} bytes)")
+    if estimate > cfg.max_bytes_billed and not cfg.allow_expensive:
+        raise UserError(f"query would process {estimate / 2**30:,.1f} GiB (~${cost:,.2f}), above --max-bytes-billed "
+                        f"{cfg.max_bytes_billed:,}: rerun with --allow-expensive or a higher --max-bytes-billed")
+    limit = max(cfg.max_bytes_billed, int(estimate * 1.1) + 1) if cfg.allow_expensive else cfg.max_bytes_billed
+    if offset:
+        echo(f"resuming after {len(shards)} shards ({offset:,} result rows)")
+    (out / "manifest.json").unlink(missing_ok=True)   # an older, different export must not describe new shards
+    t0 = time.time()
+    job = backend.run(sql, params, limit)
+    state = {"fingerprint": fingerprint, "job_id": getattr(job, "job_id", None), "shards": shards}
+    skipped = 0
+
+    def flush(buffer: list[dict], end: int) -> None:
+        split = buffer[0]["split"]
+        k = sum(1 for s in shards if s["split"] == split)
+        entry = write_shard(out / f"{split}-{k:05d}.parquet", buffer)
+        entry.update(start=shards[-1]["end"] if shards else 0, end=end)
+        shards.append(entry)
+        _write_state(out, state)
+        echo(f"  wrote {entry['file']} ({entry['rows']:,} rows)")
+
+    buffer: list[dict] = []
+    position = offset
+    for row in backend.rows(job, offset):
+        record = _record(row, cfg.language)
+        if record is None:
+            skipped += 1
+        elif buffer and (record["split"] != buffer[0]["split"] or len(buffer) >= cfg.shard_rows):
+            flush(buffer, position)
+            buffer = [record]
+        else:
+            buffer.append(record)
+        position += 1
+    if buffer:
+        flush(buffer, position)
+
+    manifest = {"format": FORMAT, "synthetic": False, "source": cfg.table, "fingerprint": fingerprint,
+                "query": sql, "parameters": {n: v for n, _, v in params}, "config": asdict(cfg),
+                "dry_run_bytes": estimate, "estimated_cost_usd": round(cost, 4), "job_id": state["job_id"],
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(time.time() - t0, 1),
+                "rows": split_counts(shards), "skipped_rows_this_run": skipped, "shards": shards}
+    path = write_manifest(out, manifest)
+    echo(f"exported {sum(manifest['rows'].values()):,} patents {manifest['rows']} to {out}")
+    return path
+
+
+def parse_args(argv: list[str]) -> ExportConfig:
+    """CLI arguments -> ExportConfig (``export`` subcommand)."""
+    p = argparse.ArgumentParser(prog="python -m langrepr.data.uspto_export", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    e = sub.add_parser("export", help="run the BigQuery export into --out")
+    e.add_argument("--project", default=None, help="billed GCP project (default: $GOOGLE_CLOUD_PROJECT)")
+    e.add_argument("--out", required=True, help="output folder (parquet shards + manifest.json)")
+    e.add_argument("--max-bytes-billed", type=int, default=TIB, help="refuse above this many bytes (default 1 TiB)")
+    e.add_argument("--allow-expensive", action="store_true", help="run even above --max-bytes-billed")
+    e.add_argument("--limit", type=int, default=0, help="rows per split (0 = all; bytes billed are the same)")
+    e.add_argument("--price-per-tib", type=float, default=6.25, help="on-demand USD per TiB, for the estimate")
+    e.add_argument("--shard-rows", type=int, default=50_000)
+    e.add_argument("--table", default=TABLE)
+    a = p.parse_args(argv)
+    return ExportConfig(out=a.out, project=a.project, max_bytes_billed=a.max_bytes_billed,
+                        allow_expensive=a.allow_expensive, limit=a.limit, price_per_tib=a.price_per_tib,
+                        shard_rows=a.shard_rows, table=a.table)
+
+
+def main(argv: list[str] | None = None, backend: Backend | None = None) -> int:
+    """Entry point: UserError -> one line on stderr, exit 2, no traceback."""
+    try:
+        export(parse_args(list(sys.argv[1:] if argv is None else argv)), backend=backend)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,128 @@
+"""Masked language modelling task (TensorCoder §5.1, Table 1; BERT-style masking).
+
+15% of the real tokens of each sequence are chosen; of those, 80% become [MASK], 10% a random
+token and 10% stay unchanged; the loss is cross-entropy on the chosen positions only. Table 1
+reports validation NLL ("valid Loss"): ``val/nll`` is the token-weighted mean over the whole
+validation set, ``val/nll_best`` its minimum over epochs. Validation and test masks are drawn from
+a generator seeded per batch, so every epoch (and every model) is scored on the same masks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torchmetrics import MeanMetric, MinMetric
+
+from langrepr.tasks.optim import configure
+
+IGNORE_INDEX = -100
+
+
+def mask_tokens(
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    mask_token_id: int,
+    vocab_size: int,
+    num_special_tokens: int,
+    mask_prob: float = 0.15,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
+    """BERT masking: returns (corrupted input_ids, labels with IGNORE_INDEX at unchosen positions).
+
+    Random replacements are drawn from ids >= num_special_tokens (never padding or [MASK]).
+    At least one token per batch is chosen, so the loss is always defined.
+    """
+    device = input_ids.device
+    gen_device = generator.device if generator is not None else device  # eval masks: a CPU generator
+    real = attention_mask.bool()
+    u = torch.rand(input_ids.shape, generator=generator, device=gen_device).to(device)
+    r = torch.rand(input_ids.shape, generator=generator, device=gen_device).to(device)
+    random_ids = torch.randint(num_special_tokens, vocab_size, input_ids.shape, generator=generator,
+                               device=gen_device).to(device)
+    chosen = (u < mask_prob) & real
+    if not chosen.any():
+        chosen[tuple(real.nonzero()[0])] = True
+    labels = torch.where(chosen, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
+    corrupted = torch.where(chosen & (r < 0.8), torch.full_like(input_ids, mask_token_id), input_ids)
+    corrupted = torch.where(chosen & (r >= 0.8) & (r < 0.9), random_ids, corrupted)
+    return corrupted, labels
+
+
+class MaskedLMTask(pl.LightningModule):
+    """Encoder-only masked LM; the net maps (input_ids, attention_mask) to logits (B, N, V).
+
+    Args:
+        mask_token_id / num_special_tokens: come from the datamodule's ``task_kwargs`` (its vocabulary).
+        eval_mask_seed: seed of the fixed validation/test masks.
+    """
+
+    def __init__(
+        self,
+        net: nn.Module,
+        optimizer: Callable,
+        scheduler: Callable | None = None,
+        mask_token_id: int = 1,
+        num_special_tokens: int = 2,
+        mask_prob: float = 0.15,
+        eval_mask_seed: int = 1234,
+    ) -> None:
+        super().__init__()
+        if not 0.0 < mask_prob < 1.0:
+            raise ValueError(f"mask_prob must be in (0, 1), got {mask_prob}")
+        self.net = net
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self.mask_token_id, self.num_special_tokens = mask_token_id, num_special_tokens
+        self.mask_prob, self.eval_mask_seed = mask_prob, eval_mask_seed
+        self.test_split_names: list[str] = ["test"]
+        self.val_nll, self.val_nll_best = MeanMetric(), MinMetric()
+
+    def setup(self, stage: str) -> None:
+        if not hasattr(self, "test_nll"):
+            self.test_nll = nn.ModuleList(MeanMetric() for _ in self.test_split_names)
+
+    def _loss(self, batch: dict, generator: torch.Generator | None) -> tuple[Tensor, int]:
+        ids, labels = mask_tokens(batch["input_ids"], batch["attention_mask"], self.mask_token_id,
+                                  self.net.vocab_size, self.num_special_tokens, self.mask_prob, generator)
+        logits = self.net(input_ids=ids, attention_mask=batch["attention_mask"])
+        loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+        return loss, int((labels != IGNORE_INDEX).sum())
+
+    def _eval_generator(self, batch_idx: int, dataloader_idx: int = 0) -> torch.Generator:
+        g = torch.Generator()  # CPU generator: identical masks on any device
+        g.manual_seed(self.eval_mask_seed + 100_003 * dataloader_idx + batch_idx)
+        return g
+
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        loss, n = self._loss(batch, None)
+        self.log("train/loss", loss, prog_bar=True, batch_size=n)
+        return loss
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        loss, n = self._loss(batch, self._eval_generator(batch_idx))
+        self.val_nll.update(loss, weight=n)
+
+    def on_validation_epoch_end(self) -> None:
+        nll = self.val_nll.compute()
+        self.val_nll.reset()
+        self.log_dict({"val/nll": nll, "val/ppl": nll.exp()}, prog_bar=True)
+        if not self.trainer.sanity_checking:
+            self.val_nll_best.update(nll)
+            self.log("val/nll_best", self.val_nll_best.compute())
+
+    def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
+        loss, n = self._loss(batch, self._eval_generator(batch_idx, dataloader_idx + 1))
+        self.test_nll[dataloader_idx].update(loss, weight=n)
+
+    def on_test_epoch_end(self) -> None:
+        for name, metric in zip(self.test_split_names, self.test_nll):
+            nll = metric.compute()
+            metric.reset()
+            self.log_dict({f"test/{name}/nll": nll, f"test/{name}/ppl": nll.exp()}, add_dataloader_idx=False)
+
+    def configure_optimizers(self) -> dict:
+        return configure(self, self.optimizer_factory, self.scheduler_factory,
+                         self.trainer.estimated_stepping_batches)

@@ -1,0 +1,40 @@
+"""Bad input gets one clear line, a non-zero exit and no traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_cli
+
+
+def one_line_error(result) -> str:
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr + result.stdout
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr[-2000:]
+    return errors[0]
+
+
+def test_unknown_model_lists_the_choices():
+    line = one_line_error(run_cli("langrepr.train", "model=no_such_model"))
+    assert "unknown model 'no_such_model'" in line and "bert_ewe" in line
+
+
+def test_missing_data_path_says_how_to_fix(tmp_path):
+    line = one_line_error(run_cli("langrepr.train", "dataset=uspto", "model=bert_ewe", "debug=smoke",
+                                  f"dataset.datamodule.data_dir={tmp_path / 'nowhere'}",
+                                  f"paths.output_root={tmp_path / 'out'}"))
+    assert "nowhere" in line
+
+
+@pytest.mark.parametrize("args", [("langrepr.tables", "no_such_table")])
+def test_unknown_table(args):
+    line = one_line_error(run_cli(*args))
+    assert "unknown table" in line
+
+
+def test_empty_split_is_reported(tmp_path):
+    line = one_line_error(run_cli("langrepr.train", "dataset=synthetic", "model=bert_ewe", "debug=smoke",
+                                  "dataset.datamodule.max_train_samples=0", f"paths.output_root={tmp_path}",
+                                  f"paths.cache_dir={tmp_path / 'cache'}"))
+    assert "empty" in line.lower()

@@ -1,0 +1,81 @@
+"""Tables are rendered only from run artefacts: fake run dirs in, the fixed JSON shape and Markdown out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from langrepr.errors import UserError
+from langrepr.tables import build, judge_claims, render, to_markdown
+
+SPEC = {
+    "name": "toy", "title": "Toy table",
+    "columns": [{"name": "F1", "metric": "test/f1", "scale": 100, "fmt": "{:.1f}"},
+                {"name": "Params", "metric": "params.total", "fmt": "{:.0f}"},
+                {"name": "Ratio", "ratio_of": "Params", "fmt": "{:.2f}"}],
+    "rows": [{"key": "A", "match": {"model": "a"}, "ratio_base": "B", "paper": {"F1": 60.0}},
+             {"key": "B", "match": {"model": "b"}, "paper": {"F1": 50.0}},
+             {"key": "C", "match": {"model": "c"}, "paper": {"F1": 40.0}}],
+    "claims": [{"text": "A beats B", "a": ["A", "F1"], "op": "gt", "b": ["B", "F1"]},
+               {"text": "C beats B", "a": ["C", "F1"], "op": "gt", "b": ["B", "F1"]},
+               {"text": "A has half of B's parameters", "a": ["A", "Ratio"], "op": "approx", "value": 0.5, "tol": 0.01}],
+}
+
+
+def fake_run(model: str, seed: int, f1: float, params: int, mtime: float = 0.0) -> dict:
+    return {"status": "finished", "seed": seed, "commit": "abc1234", "choices": {"model": model},
+            "metrics": {"test/f1": f1}, "params": {"total": params}, "config": {}, "dir": f"{model}/{seed}",
+            "mtime": mtime}
+
+
+def test_cells_mean_std_ratio_and_not_run():
+    runs = [fake_run("a", 1, 0.60, 50), fake_run("a", 2, 0.62, 50), fake_run("b", 1, 0.50, 100)]
+    table = build(SPEC, runs, "quick")
+    assert set(table) >= {"table", "title", "profile", "commit", "columns", "rows", "claims"}
+    a, b, c = (r["cells"] for r in table["rows"])
+    assert a["F1"]["ours"] == pytest.approx(61.0)
+    assert a["F1"]["std"] == pytest.approx(1.41421356, rel=1e-6)   # stdev([60, 62]) by hand
+    assert a["F1"]["paper"] == 60.0 and len(a["F1"]["runs"]) == 2
+    assert b["F1"]["std"] is None                                   # one seed: no spread to report
+    assert a["Ratio"]["ours"] == pytest.approx(0.5) and b["Ratio"]["ours"] == pytest.approx(1.0)
+    assert c["F1"]["ours"] is None and c["F1"]["runs"] == []
+    assert [cl["holds"] for cl in table["claims"]] == [True, None, True]
+    md = to_markdown(table, SPEC)
+    assert "not run" in md and "61.0 ± 1.4 / 60.0 / 1.0" in md and "✓ A beats B" in md and "not judged" in md
+
+
+def test_newest_duplicate_seed_wins():
+    runs = [fake_run("b", 1, 0.10, 100, mtime=1.0), fake_run("b", 1, 0.50, 100, mtime=2.0)]
+    table = build(SPEC, runs, "full")
+    assert table["rows"][1]["cells"]["F1"]["ours"] == pytest.approx(50.0)
+
+
+def test_claims_not_judged_when_switched_off():
+    runs = [fake_run("a", 1, 0.60, 50), fake_run("b", 1, 0.50, 100)]
+    rows = build(SPEC, runs, "quick")["rows"]
+    assert all(c["holds"] is None for c in judge_claims({**SPEC, "judge_claims": False}, rows))
+
+
+def test_render_reads_run_dirs_and_writes_json(tmp_path):
+    run_dir = tmp_path / "exact" / "ewe_table1" / "model=bert_ewe"
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.json").write_text(json.dumps({
+        "status": "finished", "seed": 1, "commit": "abc", "choices": {"model": "bert_ewe"}, "metrics": {},
+        "params": {"total": 87_271_472, "embedding": 12_288}}))
+    (run_dir / "config_resolved.yaml").write_text(yaml.safe_dump(
+        {"model": {"tokenizer": {"u": 128, "v": 16}, "net": {"num_heads": 16, "embedding": {"width": 768}}}}))
+    result = render("ewe_table1", "full", tmp_path)
+    row = result["rows"][0]
+    assert row["key"] == "BERT_EWE" and row["cells"]["Total (M)"]["ours"] == pytest.approx(87.271472)
+    assert row["cells"]["c"]["ours"] == 48 and row["cells"]["Embedding (M)"]["paper"] == 0.012
+    assert result["rows"][1]["cells"]["Total (M)"]["ours"] is None      # BERT_ORIG not run
+    written = json.loads((tmp_path / "tables" / "ewe_table1.json").read_text())
+    assert written["profile"] == "exact" and written["table"] == "ewe_table1"
+    assert "not run" in (tmp_path / "tables" / "ewe_table1.md").read_text()
+
+
+def test_unknown_table_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="unknown table 'nope'"):
+        render("nope", "full", tmp_path)
