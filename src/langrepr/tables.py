@@ -83,7 +83,7 @@ def run_value(run: dict, column: dict, row: dict) -> float | None:
     if name in row.get("const", {}):
         return row["const"][name]
     source = row.get("config", {}).get(name) or column.get("config")
-    metric = column.get("metric")
+    metric = column.get("metric", "").format(**row.get("vars", {}))  # e.g. "train/{labeling}/total"
     if source:
         value = select(run["config"], source)
     elif not metric:

@@ -156,6 +156,13 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
         write_json_atomic(output_dir / "metrics.json", record)
         return record
 
+    if cfg.get("stage", "train") == "stats":
+        # data-statistics cells (EWE Table 2): `cfg.stats` is a function returning flat metrics
+        record.update(metrics=dict(instantiate(cfg.stats)), params={}, wall_time_s=time.time() - started,
+                      status="finished")
+        write_json_atomic(output_dir / "metrics.json", record)
+        return record
+
     tokenizer = instantiate(cfg.model.tokenizer) if cfg.model.get("tokenizer") else None
     dm_kwargs = {"tokenizer": tokenizer} if tokenizer is not None else {}
     dm = instantiate(cfg.dataset.datamodule, **dm_kwargs)
@@ -167,6 +174,7 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
                        **task_kwargs(dm))
     task.test_split_names = list(getattr(dm, "test_splits", ["test"]))
     record["params"] = parameter_counts(net)
+    record["data"] = getattr(dm, "data_info", {})   # e.g. which export, and whether it is synthetic
     log.info("Parameters: %s", record["params"])
 
     enable_wandb_offline_without_key(cfg)

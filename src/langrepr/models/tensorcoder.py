@@ -186,12 +186,19 @@ class MaskedLMModel(nn.Module):
             self.decoder.weight = self.embeddings.tokens.weight
         self.tie_embeddings = tie_embeddings
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, select: Tensor | None = None) -> Tensor:
+        """Logits (B, N, V); with ``select`` (B, N) bool, only the selected positions, (K, V).
+
+        ``select`` lets the masked-LM task project just the ~15% masked positions onto the vocabulary,
+        which is most of the compute with a 10k-267k vocabulary; the encoder is unchanged.
+        """
         mask = None if attention_mask is None else attention_mask.bool()
         h = self.embeddings(input_ids)  # (B, N, D)
         for layer in self.layers:
             h = layer(h, mask)
-        return self.decoder(self.head(h))  # (B, N, V)
+        if select is not None:
+            h = h[select]  # (K, D)
+        return self.decoder(self.head(h))
 
     def embedding_parameters(self) -> int:
         """Token + position tables, plus the output matrix when it is not tied."""

@@ -53,7 +53,8 @@ def mask_tokens(
 
 
 class MaskedLMTask(pl.LightningModule):
-    """Encoder-only masked LM; the net maps (input_ids, attention_mask) to logits (B, N, V).
+    """Encoder-only masked LM; the net maps (input_ids, attention_mask, select) to the logits of the
+    selected positions (K, V) (`langrepr.models.tensorcoder.MaskedLMModel`).
 
     Args:
         mask_token_id / num_special_tokens: come from the datamodule's ``task_kwargs`` (its vocabulary).
@@ -87,9 +88,9 @@ class MaskedLMTask(pl.LightningModule):
     def _loss(self, batch: dict, generator: torch.Generator | None) -> tuple[Tensor, int]:
         ids, labels = mask_tokens(batch["input_ids"], batch["attention_mask"], self.mask_token_id,
                                   self.net.vocab_size, self.num_special_tokens, self.mask_prob, generator)
-        logits = self.net(input_ids=ids, attention_mask=batch["attention_mask"])
-        loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
-        return loss, int((labels != IGNORE_INDEX).sum())
+        chosen = labels != IGNORE_INDEX
+        logits = self.net(input_ids=ids, attention_mask=batch["attention_mask"], select=chosen)  # (K, V)
+        return F.cross_entropy(logits.float(), labels[chosen]), int(chosen.sum())
 
     def _eval_generator(self, batch_idx: int, dataloader_idx: int = 0) -> torch.Generator:
         g = torch.Generator()  # CPU generator: identical masks on any device
