@@ -10,37 +10,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
 
-import langrepr.train  # noqa: F401  (registers the config resolvers)
+from langrepr.benchmarking import build_net, random_batch
 from langrepr.tasks.optim import parameter_groups
 from langrepr.utils import PROJECT_ROOT, write_json_atomic
 
 SIZE = ["model.net.hidden_size=384", "model.net.num_layers=4", "model.net.intermediate_size=1536"]
-
-
-def build(model: str, num_labels: int) -> tuple[torch.nn.Module, dict]:
-    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
-        cfg = compose("train", overrides=[f"model={model}", *SIZE])
-    net = instantiate(cfg.model.net, num_labels=num_labels)
-    return net, {"u": cfg.model.tokenizer.get("u", cfg.model.tokenizer.get("max_length")),
-                 "v": cfg.model.tokenizer.get("v", 1), "heads": cfg.model.net.num_heads}
-
-
-def batch_for(model: str, shape: dict, batch: int, generator: torch.Generator) -> dict:
-    u = shape["u"]
-    if model == "bert_ewe":   # whitespace materials: 3-10 letter words padded to v bytes
-        ids = torch.randint(97, 123, (batch, u, shape["v"]), generator=generator)
-        lengths = torch.randint(3, 11, (batch, u, 1), generator=generator)
-        ids = ids.masked_fill(torch.arange(shape["v"]) >= lengths, 0)
-    else:
-        ids = torch.randint(5, 30522, (batch, u), generator=generator)
-    return {"input_ids": ids, "attention_mask": torch.ones(batch, u, dtype=torch.long),
-            "labels": (torch.rand(batch, 1328, generator=generator) < 0.003).float()}
 
 
 def main() -> None:
@@ -52,9 +29,9 @@ def main() -> None:
     generator = torch.Generator().manual_seed(0)
     models, times = {}, {}
     for name in ("bert_ewe", "bert_orig"):
-        net, shape = build(name, 1328)
+        net, shape = build_net(name, SIZE)
         opt = torch.optim.AdamW(parameter_groups(net, 0.01), lr=2e-5)
-        models[name] = (net, opt, batch_for(name, shape, args.batch, generator), shape)
+        models[name] = (net, opt, random_batch(shape, args.batch, 1328, generator), shape)
         times[name] = []
 
     def step(name: str) -> float:

@@ -6,10 +6,9 @@ import json
 
 import pytest
 
+from conftest import run_cli
 from langrepr.errors import UserError
 from langrepr.train import train
-
-from conftest import run_cli
 
 SIX = ["bert_ewe", "bert_orig", "albert_ewe", "albert_orig", "canine_ewe", "canine_orig"]
 

@@ -186,7 +186,8 @@ class TranslationDataModule(pl.LightningDataModule):
     @property
     def net_kwargs(self) -> dict:
         """Vocabulary, special ids, position-table size, and the FLOPs length: the longest training source
-        in tokens ("the maximum length of the sentence in the training set", TensorCoder §5.2)."""
+        in tokens ("the maximum length of the sentence in the training set", TensorCoder §5.2).
+        """
         return {"vocab_size": self.tokenizer.get_vocab_size(), "pad_token_id": PAD_ID, "bos_token_id": BOS_ID,
                 "eos_token_id": EOS_ID, "max_len": max(self.max_source_len, self.max_target_len) + 1,
                 "flops_seq_len": max(len(s) for s, _, _ in self._data["train"])}

@@ -19,6 +19,7 @@ CLI: ``python -m langrepr.data.uspto export ...`` (the BigQuery export, see uspt
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -65,13 +66,20 @@ def load_manifest(data_dir: Path) -> dict[str, Any]:
     return manifest
 
 
-def _read_column(data_dir: Path, manifest: dict, split: str, column: str) -> list:
-    """One column of one split, shards concatenated in manifest order."""
-    out: list = []
+def _iter_rows(data_dir: Path, manifest: dict, split: str, column: str, rows: np.ndarray) -> Iterator[Any]:
+    """Values of ``column`` at the sorted row indices ``rows`` of a split, streamed in batches.
+
+    Streaming keeps memory flat: the full export's claims are ~17 GB as Python strings.
+    """
+    pos, k = 0, 0
     for shard in manifest["shards"]:
-        if shard["split"] == split:
-            out.extend(pq.read_table(data_dir / shard["file"], columns=[column]).column(column).to_pylist())
-    return out
+        if shard["split"] != split or k >= len(rows):
+            continue
+        for batch in pq.ParquetFile(data_dir / shard["file"]).iter_batches(batch_size=4096, columns=[column]):
+            values, stop = batch.column(0), int(np.searchsorted(rows, pos + batch.num_rows))
+            for g in rows[k:stop]:
+                yield values[int(g) - pos].as_py()
+            k, pos = stop, pos + batch.num_rows
 
 
 def _select(n: int, limit: int | None, seed: int, salt: int) -> np.ndarray:
@@ -80,15 +88,12 @@ def _select(n: int, limit: int | None, seed: int, salt: int) -> np.ndarray:
     return perm if limit is None else perm[:limit]
 
 
-def _compact(ids: torch.Tensor) -> torch.Tensor:
-    """Smallest dtype holding the ids (bytes fit uint8): the EWE cache is 8x smaller than int64."""
-    hi = int(ids.max()) if ids.numel() else 0
-    lo = int(ids.min()) if ids.numel() else 0
+def _id_dtype(vocab_size: int) -> torch.dtype:
+    """Smallest dtype for the ids (bytes fit uint8): the EWE cache is 8x smaller than int64."""
     for dtype in (torch.uint8, torch.int16, torch.int32):
-        info = torch.iinfo(dtype)
-        if info.min <= lo and hi <= info.max:
-            return ids.to(dtype)
-    return ids
+        if vocab_size - 1 <= torch.iinfo(dtype).max:
+            return dtype
+    return torch.int64
 
 
 class _EncodedSplit(Dataset):
@@ -151,7 +156,6 @@ class PatentDataModule(pl.LightningDataModule):
         self.data_info: dict[str, Any] = {}
         self.encode_stats: dict[str, float] = {}
         self._splits: dict[str, _EncodedSplit] = {}
-        self._claims: dict[str, list[str]] = {}   # raw claims per export split, only while building
 
     # --- what train.py reads ------------------------------------------------------------
     @property
@@ -193,9 +197,9 @@ class PatentDataModule(pl.LightningDataModule):
         pool = _select(counts["train"], self.max_train_samples, self.seed, 0)
         n_val = int(round(self.val_fraction * len(pool))) if len(pool) > 1 else 0
         n_val = max(n_val, 1) if len(pool) > 1 else 0
-        plan = {"train": pool[n_val:], "val": pool[:n_val][: self.max_eval_samples]}
-        for k, split in enumerate(TEST_SPLITS, 1):
-            plan[split] = _select(counts[split], self.max_eval_samples, self.seed, k)
+        plan = {"train": np.sort(pool[n_val:]), "val": np.sort(pool[:n_val][: self.max_eval_samples])}
+        for k, split in enumerate(TEST_SPLITS, 1):   # sorted = file order, so reading streams
+            plan[split] = np.sort(_select(counts[split], self.max_eval_samples, self.seed, k))
         for name, idx in plan.items():
             if len(idx) == 0:
                 source = "train" if name == "val" else name
@@ -206,11 +210,8 @@ class PatentDataModule(pl.LightningDataModule):
 
     def _texts(self, manifest: dict, split: str, idx: np.ndarray) -> Iterator[str]:
         """Claims 1-20 of the selected rows, lazily (a tokenizer with a cached vocab never reads them)."""
-        if split not in self._claims:
-            self._claims[split] = _read_column(self._dir, manifest, split, "claims")
-        claims = self._claims[split]
-        for i in idx:
-            yield join_claims(claims[i])
+        for text in _iter_rows(self._dir, manifest, split, "claims", idx):
+            yield join_claims(text)
 
     def _build(self) -> None:
         if self._splits:
@@ -246,28 +247,32 @@ class PatentDataModule(pl.LightningDataModule):
         if self.data_info["synthetic"]:
             log.warning("USPTO datamodule is reading SYNTHETIC patents from %s", self._dir)
         self._splits = {n: _EncodedSplit(cache["splits"][n], len(self.label_vocab)) for n in plan}
-        self._claims.clear()
 
     def _encode_all(self, manifest: dict, plan: dict[str, np.ndarray]) -> dict[str, Any]:
         """Labels and token tensors for every split (the expensive path, run once per cache key)."""
         sources = {"train": "train", "val": "train", "2015A": "2015A", "2015B": "2015B"}
-        cpc = {s: _read_column(self._dir, manifest, s, "cpc") for s in SPLITS}
-        vocab = LabelVocabulary.fit([cpc["train"][i] for i in np.concatenate([plan["train"], plan["val"]])],
-                                    self.labeling)
+        pool = np.sort(np.concatenate([plan["train"], plan["val"]]))
+        vocab = LabelVocabulary.fit(_iter_rows(self._dir, manifest, "train", "cpc", pool), self.labeling)
+        dtype = _id_dtype(int(self.tokenizer.vocab_size))
         out: dict[str, Any] = {"labels": list(vocab.labels), "splits": {}}
         n_docs, seconds = 0, 0.0
         for name, idx in plan.items():
-            texts = list(self._texts(manifest, sources[name], idx))
-            t0 = time.perf_counter()
-            parts = [self.tokenizer.encode(texts[i:i + _ENCODE_CHUNK]) for i in range(0, len(texts), _ENCODE_CHUNK)]
-            seconds += time.perf_counter() - t0
-            n_docs += len(texts)
-            rows = vocab.encode(cpc[sources[name]][i] for i in idx)
+            ids, masks, texts = [], [], self._texts(manifest, sources[name], idx)
+            while chunk := list(itertools.islice(texts, _ENCODE_CHUNK)):
+                t0 = time.perf_counter()
+                enc = self.tokenizer.encode(chunk)
+                seconds += time.perf_counter() - t0
+                n_docs += len(chunk)
+                if int(enc["input_ids"].max()) > torch.iinfo(dtype).max:
+                    raise ValueError(f"tokenizer ids exceed vocab_size={self.tokenizer.vocab_size}; cannot cache "
+                                     f"them as {dtype}")
+                ids.append(enc["input_ids"].to(dtype))
+                masks.append(enc["attention_mask"].to(torch.uint8))
+            rows = vocab.encode(_iter_rows(self._dir, manifest, sources[name], "cpc", idx))
             offsets = np.zeros(len(rows) + 1, dtype=np.int64)
             offsets[1:] = np.cumsum([len(r) for r in rows])
             out["splits"][name] = {
-                "input_ids": _compact(torch.cat([p["input_ids"] for p in parts])),
-                "attention_mask": torch.cat([p["attention_mask"] for p in parts]).to(torch.uint8),
+                "input_ids": torch.cat(ids), "attention_mask": torch.cat(masks),
                 "label_index": torch.tensor([c for r in rows for c in r], dtype=torch.int32),
                 "label_offsets": torch.from_numpy(offsets),
             }
@@ -301,7 +306,9 @@ def export_table2_stats(data_dir: str | os.PathLike | None = None, coverage: flo
     """Table 2 of the paper computed on an export (all rows of every split), plus provenance."""
     path = resolve_data_dir(data_dir)
     manifest = load_manifest(path)
-    stats = table2_stats({s: _read_column(path, manifest, s, "cpc") for s in SPLITS}, coverage=coverage)
+    counts = split_counts(manifest["shards"])
+    stats = table2_stats({s: list(_iter_rows(path, manifest, s, "cpc", np.arange(counts[s]))) for s in SPLITS},
+                         coverage=coverage)
     return {"synthetic": bool(manifest.get("synthetic", False)), "manifest_digest": manifest_digest(manifest),
             "splits": stats}
 

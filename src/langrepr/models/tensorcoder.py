@@ -113,7 +113,8 @@ class Embeddings(nn.Module):
 
 def init_weights(module: nn.Module, std: float = 0.02) -> None:
     """BERT-style init for Linear/Embedding (N(0, 0.02), zero bias); attention-specific parameters
-    (TensorCoder filters, multi-linear cores) keep the init their modules give them."""
+    (TensorCoder filters, multi-linear cores) keep the init their modules give them.
+    """
     for m in module.modules():
         if isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, std=std)
