@@ -174,7 +174,9 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
                        **task_kwargs(dm))
     task.test_split_names = list(getattr(dm, "test_splits", ["test"]))
     record["params"] = parameter_counts(net)
-    record["data"] = getattr(dm, "data_info", {})   # e.g. which export, and whether it is synthetic
+    record["data"] = {**getattr(dm, "data_info", {}), **getattr(dm, "encode_stats", {})}  # e.g. synthetic?
+    if hasattr(dm, "save_label_vocab"):
+        dm.save_label_vocab(output_dir / "labels.json")   # the label columns this run's logits mean
     log.info("Parameters: %s", record["params"])
 
     enable_wandb_offline_without_key(cfg)

@@ -218,7 +218,9 @@ class SubwordTokenizer:
         """Encode to input_ids and attention_mask, both (B, max_length)."""
         if self._tok is None:
             raise RuntimeError("SubwordTokenizer.encode() needs prepare(texts, cache_dir) to run first")
-        encs = self._tok.encode_batch(list(texts))
+        # every whitespace word yields at least one token, so the first max_length words give the same
+        # truncated ids as the whole text, at a fraction of the cost on 10 kB patent claims
+        encs = self._tok.encode_batch([" ".join(t.split()[: self.max_length]) for t in texts])
         ids = torch.tensor([e.ids for e in encs], dtype=torch.long).reshape(len(encs), self.max_length)
         mask = torch.tensor([e.attention_mask for e in encs], dtype=torch.long).reshape(
             len(encs), self.max_length
