@@ -17,13 +17,13 @@ EWE_TABLES = sorted(p.stem for p in (CONF / "experiment").glob("ewe_table*.yaml"
 def test_table_target_runs_and_renders_at_smoke_size(tmp_path, table):
     out = tmp_path / "outputs"
     run = run_cli("langrepr.train", "-m", f"experiment={table}", "profile=quick", "debug=smoke",
-                  "hydra.sweeper.params.seed=1", f"paths.output_root={out}", f"paths.cache_dir={tmp_path / 'cache'}",
+                  "++hydra.sweeper.params.seed=1", f"paths.output_root={out}", f"paths.cache_dir={tmp_path / 'cache'}",
                   timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    render = run_cli("langrepr.tables", table, "--profile", "quick", "--outputs", str(out / "smoke"))
+    render = run_cli("langrepr.tables", table, "--profile", "quick", "--outputs", str(out))
     assert render.returncode == 0, render.stderr[-3000:]
     stem = table if table == "ewe_table1" else f"{table}.quick"
-    result = json.loads((out / "smoke" / "tables" / f"{stem}.json").read_text())
+    result = json.loads((out / "tables" / f"{stem}.json").read_text())
     cells = [c for row in result["rows"] for c in row["cells"].values()]
     assert all(c["ours"] is not None for c in cells), "a cell of the smoke sweep did not run"
     if table != "ewe_table1":

@@ -109,7 +109,7 @@ class TextLMDataModule(pl.LightningDataModule):
                             "or dataset.datamodule.hub_name")
         self.name, self.seq_len = name, seq_len
         self.data_dir = None if data_dir is None else str(Path(data_dir) / subdir)
-        self.files = dict(files or {})
+        self.files = {k: str(v) for k, v in (files or {}).items()}
         self.hub_name, self.hub_config, self.text_field = hub_name, hub_config, text_field
         self.max_vocab, self.batch_size, self.num_workers = max_vocab, batch_size, num_workers
         self.max_train_samples, self.max_eval_samples = max_train_samples, max_eval_samples

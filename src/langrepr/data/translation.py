@@ -92,7 +92,8 @@ class TranslationDataModule(pl.LightningDataModule):
                             "or dataset.datamodule.hub_name")
         self.name, self.src_lang, self.tgt_lang = name, src_lang, tgt_lang
         self.data_dir = None if data_dir is None else str(Path(data_dir) / subdir)
-        self.files, self.holdout_validation = dict(files or {}), holdout_validation
+        self.files = {k: None if v is None else [str(f) for f in v] for k, v in (files or {}).items()}  # plain lists
+        self.holdout_validation = holdout_validation
         self.hub_name, self.hub_config = hub_name, hub_config
         self.hub_splits = dict(hub_splits or {s: s for s in SPLITS})
         self.unescape_xml, self.vocab_size, self.min_frequency = unescape_xml, vocab_size, min_frequency
@@ -185,8 +186,10 @@ class TranslationDataModule(pl.LightningDataModule):
     # ---------------------------------------------------------------- contract
     @property
     def net_kwargs(self) -> dict:
-        """Vocabulary, special ids, position-table size, and the FLOPs length: the longest training source
-        in tokens ("the maximum length of the sentence in the training set", TensorCoder §5.2).
+        """Vocabulary, special ids, position-table size and the FLOPs length.
+
+        The FLOPs length is the longest training source in tokens ("the maximum length of the sentence in
+        the training set", TensorCoder §5.2).
         """
         return {"vocab_size": self.tokenizer.get_vocab_size(), "pad_token_id": PAD_ID, "bos_token_id": BOS_ID,
                 "eos_token_id": EOS_ID, "max_len": max(self.max_source_len, self.max_target_len) + 1,

@@ -112,8 +112,9 @@ class Embeddings(nn.Module):
 
 
 def init_weights(module: nn.Module, std: float = 0.02) -> None:
-    """BERT-style init for Linear/Embedding (N(0, 0.02), zero bias); attention-specific parameters
-    (TensorCoder filters, multi-linear cores) keep the init their modules give them.
+    """BERT-style init for Linear/Embedding: N(0, 0.02), zero bias.
+
+    Attention-specific parameters (TensorCoder filters, multi-linear cores) keep their modules' init.
     """
     for m in module.modules():
         if isinstance(m, nn.Linear):

@@ -53,8 +53,9 @@ def mask_tokens(
 
 
 class MaskedLMTask(pl.LightningModule):
-    """Encoder-only masked LM; the net maps (input_ids, attention_mask, select) to the logits of the
-    selected positions (K, V) (`langrepr.models.tensorcoder.MaskedLMModel`).
+    """Encoder-only masked LM over a net like `langrepr.models.tensorcoder.MaskedLMModel`.
+
+    The net maps (input_ids, attention_mask, select) to the logits of the selected positions (K, V).
 
     Args:
         mask_token_id / num_special_tokens: come from the datamodule's ``task_kwargs`` (its vocabulary).

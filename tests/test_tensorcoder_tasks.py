@@ -1,0 +1,101 @@
+"""TensorCoder tasks: BERT masking, beam search with the GNMT length penalty, and train(cfg) end to end.
+
+The end-to-end tests run the real experiment configs at smoke size on tiny files laid out like
+shared/data (written to tmp_path), so they need no network and no real data.
+"""
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from langrepr.tasks.masked_lm import IGNORE_INDEX, mask_tokens
+from langrepr.tasks.translation import beam_search, gnmt_length_penalty
+from langrepr.train import train
+
+
+def test_mask_tokens_rates_and_padding():
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(2, 50, (64, 100), generator=g)
+    attn = torch.ones_like(ids)
+    attn[:, 80:] = 0
+    corrupted, labels = mask_tokens(ids, attn, mask_token_id=1, vocab_size=50, num_special_tokens=2,
+                                    generator=torch.Generator().manual_seed(1))
+    chosen = labels != IGNORE_INDEX
+    assert not chosen[:, 80:].any(), "padding is never chosen"
+    assert 0.13 < chosen[:, :80].float().mean() < 0.17
+    assert torch.equal(labels[chosen], ids[chosen]) and torch.equal(corrupted[~chosen], ids[~chosen])
+    as_mask = (corrupted[chosen] == 1).float().mean()
+    unchanged = (corrupted[chosen] == ids[chosen]).float().mean()
+    assert 0.75 < as_mask < 0.85 and 0.07 < unchanged < 0.15  # 80% [MASK], ~10% kept (+ random hits)
+    assert (corrupted >= 1).all()  # random replacements never produce <pad>
+    again, _ = mask_tokens(ids, attn, 1, 50, 2, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(again, corrupted), "seeded masks are reproducible (fixed validation masks)"
+
+
+class ToyTranslator(nn.Module):
+    """Next-token distribution depends on the last token only: 'a' is likelier first, 'b eos' is likelier overall."""
+
+    pad_token_id, bos_token_id, eos_token_id, max_len = 0, 1, 2, 20
+    table = {1: [0, 0, 0.001, 0.599, 0.4], 3: [0, 0, 0.3, 0.35, 0.35], 4: [0, 0, 0.95, 0.025, 0.025],
+             0: [0.2] * 5}  # 0: dead (filler) beams end in <pad>
+
+    def encode(self, input_ids, attention_mask):
+        return torch.zeros(input_ids.shape[0], input_ids.shape[1], 4)
+
+    def decode(self, decoder_input_ids, memory, memory_mask=None):
+        probs = torch.tensor([self.table[int(t)] for t in decoder_input_ids[:, -1]]) + 1e-9
+        return probs.log().unsqueeze(1).expand(-1, decoder_input_ids.shape[1], -1)
+
+
+def test_beam_search_finds_the_likelier_sequence():
+    src = torch.ones(2, 3, dtype=torch.long)
+    mask = torch.ones_like(src)
+    assert beam_search(ToyTranslator(), src, mask, beam_size=5, alpha=0.6, max_len=10) == [[4], [4]]
+    greedy = beam_search(ToyTranslator(), src, mask, beam_size=1, alpha=0.6, max_len=6)
+    assert greedy[0][0] == 3  # greedy commits to 'a'
+    assert all(len(h) <= 5 for h in greedy)  # the length limit forces EOS
+    assert gnmt_length_penalty(1, 0.6) == pytest.approx(1.0) and gnmt_length_penalty(7, 0.6) == pytest.approx(2**0.6)
+
+
+# ---------------------------------------------------------------- end to end on tiny shared/data-like files
+def _fake_shared_data(root: Path) -> Path:
+    (root / "ptb").mkdir(parents=True)
+    for name, n in [("ptb.train.txt", 300), ("ptb.valid.txt", 60), ("ptb.test.txt", 60)]:
+        (root / "ptb" / name).write_text("".join(f" w{i % 17} w{i % 5} <unk> N w{i % 3}\n" for i in range(n)))
+    (root / "multi30k").mkdir()
+    en = [f"a man number {i % 9} rides a {['bike', 'horse', 'car'][i % 3]} ." for i in range(120)]
+    de = [f"ein mann nummer {i % 9} fährt ein {['rad', 'pferd', 'auto'][i % 3]} ." for i in range(120)]
+    for split in ("train", "val", "test_2016_flickr"):
+        for lang, lines in (("en", en), ("de", de)):
+            with gzip.open(root / "multi30k" / f"{split}.{lang}.gz", "wt", encoding="utf-8") as fh:
+                fh.write("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("experiment", "model", "metrics"),
+    [
+        ("tensorcoder_table1", "tensorcoder_8conv", ["val/nll_best", "test/test/nll", "model/attn_gflops"]),
+        ("tensorcoder_table1", "tensorized", ["val/nll_best", "model/attn_gflops_layer"]),
+        ("tensorcoder_table3", "tensorcoder_8conv_nmt", ["val/nll", "test/test/bleu", "model/attn_gflops"]),
+    ],
+)
+def test_train_end_to_end_at_smoke_size(compose_cfg, tmp_path, experiment, model, metrics):
+    data = _fake_shared_data(tmp_path / "data")
+    overrides = [f"experiment={experiment}", "profile=quick", f"model={model}", "debug=smoke",
+                 f"paths.data_dir={data}", "dataset.datamodule.vocab_size=200"]
+    if experiment == "tensorcoder_table1":
+        overrides[-1] = "dataset=ptb"
+    else:
+        overrides.append("dataset=multi30k")
+    cfg = compose_cfg(*overrides)
+    record = train(cfg, tmp_path / "run")
+    assert record["status"] == "finished"
+    for key in metrics:
+        assert key in record["metrics"], (key, record["metrics"])
+    assert record["params"]["embedding"] > 0
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["status"] == "finished"
