@@ -78,3 +78,17 @@ def test_dataset_config_targets_import(compose_cfg, dataset):
     for target in targets(cfg.dataset):
         importable(target)
     assert cfg.dataset.monitor.startswith("val/")
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_quick_profile_builds_every_swept_model(compose_cfg, experiment):
+    """Quick widths must suit every model of the sweep (e.g. ORIG's 12 heads must divide hidden_size)."""
+    params = compose_cfg(f"experiment={experiment}", "profile=quick", hydra=True).hydra.sweeper.params
+    for model in str(params.get("model", "")).split(",") if "model" in params else [None]:
+        overrides = [f"experiment={experiment}", "profile=quick"] + ([f"model={model}"] if model else [])
+        cfg = compose_cfg(*overrides)
+        if cfg.stage == "stats":
+            continue
+        accepted = inspect.signature(get_class_or_method(cfg.model.net._target_)).parameters
+        runtime = {k: v for k, v in RUNTIME_KWARGS.items() if k in accepted and k not in cfg.model.net}
+        instantiate(cfg.model.net, **runtime)
