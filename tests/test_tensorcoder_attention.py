@@ -162,6 +162,12 @@ def test_cross_attention_handles_different_lengths():
     memory2 = memory.clone()
     memory2[0, 4:] = 50.0
     torch.testing.assert_close(attn(x, None, memory=memory2, memory_mask=mem_mask), out)
+    # reference: S = K_src^T V_src over the real source tokens, O^c_ij = sum_m W^c_jm f(S)_jm Q_im
+    q = attn.q_proj(x[0])
+    k, v = attn.k_proj(memory[0, :4]), attn.v_proj(memory[0, :4])
+    f = (k.T @ v / 2.0).softmax(-1)  # scale 1/sqrt(4 source tokens)
+    o = [torch.einsum("jm,jm,im->ij", w, f, q) for w in attn.filters]
+    torch.testing.assert_close(out[0], attn.out_proj(torch.cat(o, dim=-1)))
 
 
 def test_invalid_options_raise():
