@@ -224,3 +224,23 @@ def test_seq2seq_model_forward_backward(cross):
         tgt2 = tgt.clone()
         tgt2[:, 3:] = 3
         torch.testing.assert_close(net(src, None, tgt2)[:, :3], a[:, :3])
+
+
+@pytest.mark.parametrize("decoder", ["tensorcoder", "sdpa", "dimcross"])
+def test_incremental_decode_step_matches_full_decode(decoder):
+    self_attn = (partial(MultiHeadSDPAttention, n_heads=2, causal=True) if decoder == "sdpa"
+                 else partial(MaskedTensorCoderAttention, n_filters=2, chunk_size=3))
+    cross = (partial(TensorCoderCrossAttention, n_filters=2) if decoder == "dimcross"
+             else partial(MultiHeadSDPAttention, n_heads=2))
+    net = Seq2SeqModel(vocab_size=20, encoder_attention=partial(TensorCoderAttention, n_filters=2),
+                       decoder_attention=self_attn, cross_attention=cross, hidden_size=8, num_layers=2,
+                       intermediate_size=16, max_len=12).eval()
+    src, tgt = torch.randint(3, 20, (3, 5)), torch.randint(3, 20, (3, 7))
+    src_mask = torch.ones_like(src)
+    src_mask[0, 3:] = 0
+    memory = net.encode(src, src_mask)
+    full = net.decode(tgt, memory, src_mask)  # (B, T, V)
+    cache = None
+    for t in range(1, 8):
+        logits, cache = net.decode_step(tgt[:, :t], memory, src_mask, cache)
+        torch.testing.assert_close(logits, full[:, t - 1])

@@ -12,7 +12,13 @@ import pytest
 import torch
 
 from langrepr.data.text_lm import MASK_ID, PAD_ID, TextLMDataModule, build_vocab, line_tokens, to_blocks
-from langrepr.data.translation import BOS_ID, EOS_ID, IGNORE_INDEX, TranslationDataModule
+from langrepr.data.translation import (
+    BOS_ID,
+    EOS_ID,
+    IGNORE_INDEX,
+    LengthBucketBatchSampler,
+    TranslationDataModule,
+)
 from langrepr.errors import UserError
 
 PTB_FILES = {"train": "ptb.train.txt", "validation": "ptb.valid.txt", "test": "ptb.test.txt"}
@@ -124,6 +130,18 @@ def test_translation_datamodule_batches_and_detokenize(tmp_path):
     src_text = dm.detokenize(batch["input_ids"][0][batch["attention_mask"][0].bool()].tolist()[:-1])
     assert src_text == "the cat number 0 sits 'here' ."  # Moses escapes undone
     assert "detokenize" in dm.task_kwargs
+
+
+def test_length_bucket_sampler_covers_every_index_once():
+    torch.manual_seed(0)
+    lengths = torch.randint(1, 60, (1000,)).tolist()
+    for shuffle in (False, True):
+        sampler = LengthBucketBatchSampler(lengths, batch_size=16, shuffle=shuffle, pool_batches=10)
+        batches = list(sampler)
+        assert len(batches) == len(sampler)
+        assert sorted(i for b in batches for i in b) == list(range(1000))
+        spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches) / len(batches)
+        assert spread < 10, "batches hold sentences of similar length (random batches: ~50)"
 
 
 def test_translation_holdout_and_errors(tmp_path):

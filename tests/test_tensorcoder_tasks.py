@@ -46,9 +46,9 @@ class ToyTranslator(nn.Module):
     def encode(self, input_ids, attention_mask):
         return torch.zeros(input_ids.shape[0], input_ids.shape[1], 4)
 
-    def decode(self, decoder_input_ids, memory, memory_mask=None):
+    def decode_step(self, decoder_input_ids, memory, memory_mask, cache):
         probs = torch.tensor([self.table[int(t)] for t in decoder_input_ids[:, -1]]) + 1e-9
-        return probs.log().unsqueeze(1).expand(-1, decoder_input_ids.shape[1], -1)
+        return probs.log(), [torch.zeros(decoder_input_ids.shape[0], 1)]
 
 
 def test_beam_search_finds_the_likelier_sequence():

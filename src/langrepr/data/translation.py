@@ -14,6 +14,7 @@ Tokenization: one joint BPE vocabulary (the paper: a shared ~32k-37k source/targ
 with the ``tokenizers`` library on the training split of both languages, with a Metaspace
 pre-tokenizer so decoding restores the spaces (the hypotheses BLEU scores are detokenized text).
 The trained tokenizer is cached on disk under ``cache_dir``, keyed by source and settings.
+Batches group sentences of similar length (``LengthBucketBatchSampler``), as NMT toolkits do.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Sampler
 
 from langrepr.errors import UserError
 
@@ -57,6 +58,33 @@ def train_bpe(texts: list[str], vocab_size: int, min_frequency: int):
                                   show_progress=False)
     tok.train_from_iterator(texts, trainer=trainer)
     return tok
+
+
+class LengthBucketBatchSampler(Sampler[list[int]]):
+    """Batches of similar length (less padding): sort within pools of 50 batches, then shuffle the batches.
+
+    With ``shuffle`` the pools and batch order are redrawn from torch's global RNG every epoch (seeded by
+    the run's seed); without it batches are fixed, sorted by length.
+    """
+
+    def __init__(self, lengths: list[int], batch_size: int, shuffle: bool, pool_batches: int = 50) -> None:
+        self.lengths, self.batch_size, self.shuffle = lengths, batch_size, shuffle
+        self.pool = batch_size * pool_batches
+
+    def __iter__(self):
+        n = len(self.lengths)
+        order = torch.randperm(n).tolist() if self.shuffle else list(range(n))
+        batches = []
+        for start in range(0, n, self.pool):
+            pool = sorted(order[start:start + self.pool], key=self.lengths.__getitem__)
+            batches += [pool[i:i + self.batch_size] for i in range(0, len(pool), self.batch_size)]
+        if self.shuffle:
+            batches = [batches[i] for i in torch.randperm(len(batches)).tolist()]
+        return iter(batches)
+
+    def __len__(self) -> int:
+        return sum(-(-min(self.pool, len(self.lengths) - s) // self.batch_size)
+                   for s in range(0, len(self.lengths), self.pool))
 
 
 class TranslationDataModule(pl.LightningDataModule):
@@ -219,7 +247,9 @@ class TranslationDataModule(pl.LightningDataModule):
                 "references": [ref for _, _, ref in rows]}
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        return DataLoader(self._data[split], batch_size=self.batch_size, shuffle=shuffle, num_workers=self.num_workers,
+        lengths = [max(len(s), len(t)) for s, t, _ in self._data[split]]
+        sampler = LengthBucketBatchSampler(lengths, self.batch_size, shuffle)
+        return DataLoader(self._data[split], batch_sampler=sampler, num_workers=self.num_workers,
                           collate_fn=self._collate, persistent_workers=self.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:

@@ -79,6 +79,16 @@ class MultiHeadSDPAttention(nn.Module):
         )  # (B, H, N, h)
         return self.out_proj(o.transpose(1, 2).flatten(start_dim=-2))
 
+    def forward_last(self, x: Tensor) -> Tensor:
+        """Self-attention output at the last position only, (B, 1, D), for incremental decoding.
+
+        The last query sees every position, so the causal mask is not needed (no padding in x).
+        """
+        q = self._split(self.q_proj(x[:, -1:]))
+        k, v = self._split(self.k_proj(x)), self._split(self.v_proj(x))
+        o = F.scaled_dot_product_attention(q, k, v)
+        return self.out_proj(o.transpose(1, 2).flatten(start_dim=-2))
+
 
 class MultiLinearAttention(nn.Module):
     """Tensorized Transformer's multi-linear (block-term, diagonal core) attention, encoder only.

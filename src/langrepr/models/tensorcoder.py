@@ -19,6 +19,9 @@ Nets:
   attention builds S = Q^T K over one sequence, which is undefined when source and target lengths
   differ, so the default is SDPA cross-attention (``MultiHeadSDPAttention``) and
   ``TensorCoderCrossAttention`` (d x d matrix pooled over the source) is the option.
+  ``decode_step`` decodes incrementally for beam search: decoder self-attentions provide
+  ``forward_last(x)`` (the output at the last position), which for the masked TensorCoder attention
+  is S^(T) over the prefix, O(T d^2) per step.
 
 Both report attention GFLOPs (``extra_metrics``) counted by ``torch.utils.flop_counter`` on the
 encoder attention layers at ``flops_seq_len`` (the paper's sequence length), batch 1, forward only:
@@ -91,6 +94,12 @@ class TransformerDecoderLayer(nn.Module):
         x = self.norm1(x + self.dropout(self.self_attention(x, mask)))
         x = self.norm2(x + self.dropout(self.cross_attention(x, mask, memory=memory, memory_mask=memory_mask)))
         return self.norm3(x + self.dropout(self.ffn(x)))
+
+    def forward_last(self, x: Tensor, memory: Tensor, memory_mask: Tensor | None) -> Tensor:
+        """The block's output at the last position of x only, (B, 1, D) (causal, so it equals forward()[:, -1:])."""
+        h = self.norm1(x[:, -1:] + self.dropout(self.self_attention.forward_last(x)))
+        h = self.norm2(h + self.dropout(self.cross_attention(h, None, memory=memory, memory_mask=memory_mask)))
+        return self.norm3(h + self.dropout(self.ffn(h)))
 
 
 class Embeddings(nn.Module):
@@ -273,6 +282,27 @@ class Seq2SeqModel(nn.Module):
         for layer in self.decoder:
             h = layer(h, mask, memory, memory_mask)
         return h @ self.embeddings.tokens.weight.T + self.output_bias
+
+    def decode_step(
+        self, decoder_input_ids: Tensor, memory: Tensor, memory_mask: Tensor | None, cache: list[Tensor] | None,
+    ) -> tuple[Tensor, list[Tensor]]:
+        """Next-token logits (B, V) for the last position, reusing ``cache`` (each layer's inputs so far).
+
+        Causal layers never change earlier positions, so each step runs only the new position through
+        the stack; self-attention looks back through the cached layer inputs (``forward_last``). Start
+        with ``cache=None``; reorder the returned cache with the beams (``[c[rows] for c in cache]``).
+        """
+        t = decoder_input_ids.shape[1]
+        pos = torch.tensor([t - 1], device=decoder_input_ids.device)
+        emb = self.embeddings
+        h = emb.dropout(emb.norm(emb.tokens(decoder_input_ids[:, -1:]) + emb.positions(pos)))  # (B, 1, D)
+        memory_mask = None if memory_mask is None else memory_mask.bool()
+        new_cache = []
+        for i, layer in enumerate(self.decoder):
+            x = h if cache is None else torch.cat([cache[i], h], dim=1)  # (B, t, D) inputs of layer i
+            new_cache.append(x)
+            h = layer.forward_last(x, memory, memory_mask)
+        return (h[:, 0] @ self.embeddings.tokens.weight.T + self.output_bias), new_cache
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None, decoder_input_ids: Tensor,

@@ -207,6 +207,15 @@ class MaskedTensorCoderAttention(_DimensionwiseBase):
         )
         return self._project_out(self.dropout(o))
 
+    def forward_last(self, x: Tensor) -> Tensor:
+        """Output at the last position only, (B, 1, D), for incremental decoding (no padding in x).
+
+        S^(T) sums over all T positions, so this is eq. (10)-(12) at t = T in O(T d^2).
+        """
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x[:, -1:])
+        a = normalize_scores(dimensionwise_scores(q, k, None, self.scale), self.normalize)
+        return self._project_out(self.dropout(dimensionwise_mix(v, a, self.filters)))
+
 
 class TensorCoderCrossAttention(_DimensionwiseBase):
     """Dimension-wise cross-attention (ours; the paper defines none).

@@ -7,11 +7,10 @@ lp(Y) = ((5 + |Y|) / 6)^alpha, alpha = 0.6 (Wu et al. 2016), then corpus BLEU fr
 detokenized hypotheses against the raw reference strings (the paper used multi-bleu on tokenized
 text; sacrebleu is the reproducible equivalent and the table says so).
 
-The net must provide ``encode(input_ids, attention_mask)``, ``decode(decoder_input_ids, memory,
-memory_mask)`` and ``bos_token_id``/``eos_token_id``/``pad_token_id``/``max_len``
-(`langrepr.models.tensorcoder.Seq2SeqModel`). ``detokenize`` (ids -> text) comes from the
-datamodule's ``task_kwargs``; beam search re-runs the decoder on the whole prefix each step (no
-cache), which is simple and exact for the causal TensorCoder decoder too.
+The net must provide ``encode(input_ids, attention_mask)``, ``decode_step(decoder_input_ids, memory,
+memory_mask, cache)`` (incremental next-token logits) and ``bos_token_id``/``eos_token_id``/
+``pad_token_id``/``max_len`` (`langrepr.models.tensorcoder.Seq2SeqModel`). ``detokenize``
+(ids -> text) comes from the datamodule's ``task_kwargs``.
 """
 
 from __future__ import annotations
@@ -53,8 +52,10 @@ def beam_search(
     scores[:, 0] = 0.0  # one live hypothesis per sentence at the start
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
     done = [False] * b
+    cache = None
     for step in range(max_len):
-        logp = F.log_softmax(net.decode(tokens, memory, memory_mask)[:, -1].float(), dim=-1)  # (B*k, V)
+        logits, cache = net.decode_step(tokens, memory, memory_mask, cache)  # (B*k, V), incremental
+        logp = F.log_softmax(logits.float(), dim=-1)
         vocab = logp.shape[-1]
         if step == max_len - 1:  # force EOS at the length limit
             logp = torch.full_like(logp, float("-inf")).index_fill_(1, torch.tensor([net.eos_token_id],
@@ -85,6 +86,7 @@ def beam_search(
             break
         rows = torch.tensor(next_rows, device=tokens.device)
         tokens = torch.cat([tokens[rows], torch.tensor(next_tokens, device=tokens.device)[:, None]], dim=1)
+        cache = [c[rows] for c in cache]
         scores = torch.tensor(next_scores, device=tokens.device).view(b, k)
     return [max(f)[1] if f else [] for f in finished]
 
