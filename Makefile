@@ -42,7 +42,7 @@ smoke: $(STAMP) ## one tiny end-to-end training run on synthetic patents (CPU, s
 bench: $(STAMP) ## benchmarks: ratios measured in one run, written to outputs/bench/
 	$(PY) scripts/bench_ewe.py
 	$(PY) scripts/bench_loader_wait.py
-	@if [ -f scripts/bench_tensorcoder.py ]; then $(PY) scripts/bench_tensorcoder.py; fi
+	$(PY) scripts/bench_tensorcoder.py
 
 tables: $(STAMP) ## render every table from the runs already in outputs/ (no training)
 	$(RENDER) all --profile $(PROFILE)
