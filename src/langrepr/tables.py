@@ -230,6 +230,10 @@ def render(table: str, profile: str = "full", outputs: str | Path = "outputs") -
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "explain":  # `explain <table> <row> <column>`: the runs behind one cell
+        from langrepr.provenance import main as explain_main
+        return explain_main(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tables", nargs="+", help="experiment names, e.g. ewe_table1, or 'all'")
     parser.add_argument("--profile", default="full", choices=["full", "quick"])
