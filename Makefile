@@ -47,6 +47,10 @@ bench: $(STAMP) ## benchmarks: ratios measured in one run, written to outputs/be
 tables: $(STAMP) ## render every table from the runs already in outputs/ (no training)
 	$(RENDER) all --profile $(PROFILE)
 
+.PHONY: report
+report: $(STAMP) ## one results page from what has run: outputs/report/report.{md,html} (tables, curves, bench plots)
+	$(PY) -m langrepr.report
+
 # one target per paper table: run the experiment's cells (finished cells are skipped), then render
 define TABLE_RULE
 $(1): $$(STAMP)

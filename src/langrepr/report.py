@@ -1,0 +1,371 @@
+"""`make report`: one page (Markdown + self-contained HTML) with every rendered table and the plots.
+
+Everything on the page is read from artefacts that earlier steps wrote, never recomputed or typed in:
+
+- tables: `outputs/tables/*.json` and the Markdown `langrepr.tables` rendered beside each one (ours vs paper, Δ,
+  claims, profile, seeds, commit); an experiment with no rendered table is listed as not rendered;
+- learning curves: the CSV logs (`csv/metrics.csv`) of the run dirs that each table's cells name in their
+  `runs` list; one figure per table, one line per row (train loss and the dataset's monitored validation
+  metric), the mean over seeds with a min–max band;
+- scaling: `outputs/bench/tensorcoder_scaling.json` from `scripts/bench_tensorcoder.py` (log–log time vs N
+  with the fitted exponents), plus every `outputs/bench/*.json` ratio in a small table;
+- paper figures: any PNG a paper's code writes into `outputs/figures/` is appended as is.
+
+Usage: `python -m langrepr.report [--outputs outputs] [--out outputs/report]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import json
+import math
+import os
+import re
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from langrepr.errors import UserError
+from langrepr.utils import PROJECT_ROOT, git_commit, write_text_atomic
+
+CLAIM_MARKS = {True: "✓", False: "✗", None: "not judged"}
+SEED_PART = re.compile(r"(^|,)seed=[^,]*")
+
+
+# ---------------------------------------------------------------- reading artefacts
+
+def claim_mark(holds: Any) -> str:
+    """✓ / ✗ / not judged, or the renderer's own word (e.g. "within noise") when it is a string."""
+    return holds if isinstance(holds, str) else CLAIM_MARKS.get(holds, str(holds))
+
+
+def load_tables(outputs: Path) -> list[dict]:
+    """Every rendered table JSON with its Markdown twin (if any), EWE before TensorCoder, table 1 first."""
+    found = []
+    for path in sorted((outputs / "tables").glob("*.json")):
+        table = json.loads(path.read_text())
+        md = path.with_suffix(".md")
+        found.append({"stem": path.stem, "table": table, "markdown": md.read_text() if md.exists() else None})
+    return found
+
+
+def not_rendered(tables: list[dict], conf_dir: Path = PROJECT_ROOT / "conf") -> list[str]:
+    rendered = {t["table"]["table"] for t in tables}
+    return [p.stem for p in sorted((conf_dir / "experiment").glob("*.yaml")) if p.stem not in rendered]
+
+
+def resolve_run_dir(run_dir: str, outputs: Path) -> Path:
+    """Run dirs are stored as written by the renderer (relative to where it ran, normally the repo root)."""
+    path = Path(run_dir)
+    if path.is_absolute():
+        return path
+    return outputs.parent / path if outputs.name == "outputs" else path
+
+
+def read_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """{metric: [(step, value), ...]} from a run's Lightning CSV log; {} when the run kept none."""
+    log = run_dir / "csv" / "metrics.csv"
+    if not log.exists():
+        return {}
+    curves: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    with log.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            step = row.get("step")
+            for key, value in row.items():
+                if key in ("epoch", "step") or value in ("", None) or step in ("", None):
+                    continue
+                curves[key].append((int(float(step)), float(value)))
+    return dict(curves)
+
+
+def monitored_metric(run_dir: Path) -> str:
+    cfg = run_dir / "config_resolved.yaml"
+    data = yaml.safe_load(cfg.read_text()) if cfg.exists() else {}
+    return ((data or {}).get("dataset") or {}).get("monitor") or "val/loss"
+
+
+def table_run_groups(table: dict, outputs: Path) -> dict[tuple[str, str], list[Path]]:
+    """(row key, cell dir without its seed) -> the run dirs of that cell's seeds, for runs present here."""
+    groups: dict[tuple[str, str], set[Path]] = defaultdict(set)
+    for row in table["rows"]:
+        for cell in row["cells"].values():
+            for run in cell.get("runs", []):
+                path = resolve_run_dir(run, outputs)
+                if (path / "metrics.json").exists():
+                    groups[(row["key"], SEED_PART.sub("", path.name).strip(","))].add(path)
+    return {k: sorted(v) for k, v in groups.items()}
+
+
+def seed_band(series: list[list[tuple[int, float]]]) -> tuple[list[int], list[float], list[float], list[float]]:
+    """Mean, min and max over seeds at every step that at least one seed logged."""
+    by_step: dict[int, list[float]] = defaultdict(list)
+    for points in series:
+        for step, value in points:
+            by_step[step].append(value)
+    steps = sorted(by_step)
+    return (steps, [statistics.fmean(by_step[s]) for s in steps], [min(by_step[s]) for s in steps],
+            [max(by_step[s]) for s in steps])
+
+
+def loglog_fit(ns: list[int], ts: list[float]) -> tuple[float, float]:
+    """Least-squares slope and intercept of log t against log N."""
+    xs, ys = [math.log(n) for n in ns], [math.log(t) for t in ts]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return slope, my - slope * mx
+
+
+# ---------------------------------------------------------------- plots
+
+def save_figure(fig: Any, path: Path) -> None:
+    """PNG written atomically, without a timestamp, so an unchanged plot gives an unchanged file."""
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight", metadata={"Software": None})
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        Path(tmp).unlink(missing_ok=True)
+
+
+def plot_learning_curves(entry: dict, outputs: Path, img_dir: Path) -> tuple[Path | None, str]:
+    """One figure for a table: train loss + each monitored validation metric, one line per row (seed band)."""
+    table = entry["table"]
+    groups = table_run_groups(table, outputs)
+    wanted = sum(len(c.get("runs", [])) for r in table["rows"] for c in r["cells"].values())
+    if not groups:
+        reason = ("no cell has run" if not wanted else
+                  "the run folders behind this table are not on this machine (only rendered tables are committed)")
+        return None, f"No learning curves: {reason}; run `make {table['table'].replace('_', '-')} " \
+                     f"PROFILE={table.get('profile', 'full')}` to produce them."
+    lines = []
+    for (row, cell), dirs in groups.items():
+        curves = [read_curves(d) for d in dirs]
+        if not any("train/loss" in c for c in curves):
+            continue
+        lines.append({"row": row, "cell": cell, "curves": curves, "monitor": monitored_metric(dirs[0]),
+                      "seeds": len(dirs)})
+    if not lines:
+        return None, "No learning curves: the cells of this table do not train (no CSV logs in their run dirs)."
+    rows_with_many = {ln["row"] for ln in lines if sum(o["row"] == ln["row"] for o in lines) > 1}
+    monitors = sorted({ln["monitor"] for ln in lines})
+    panels = ["train/loss", *monitors]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.6), squeeze=False)
+    colours = plt.get_cmap("tab10")
+    for i, line in enumerate(lines):
+        label = f"{line['row']} ({line['cell']})" if line["row"] in rows_with_many else line["row"]
+        for ax, metric in zip(axes[0], panels):
+            series = [c[metric] for c in line["curves"] if metric in c]
+            if not series:
+                continue
+            steps, mean, low, high = seed_band(series)
+            ax.plot(steps, mean, color=colours(i % 10), label=label, lw=1.4,
+                    marker="o" if metric != "train/loss" else None, ms=3)
+            if len(series) > 1:
+                ax.fill_between(steps, low, high, color=colours(i % 10), alpha=0.2, lw=0)
+                ax.vlines(steps, low, high, color=colours(i % 10), alpha=0.5, lw=1)  # visible at lone points too
+    seeds = sorted({ln["seeds"] for ln in lines})
+    for ax, metric in zip(axes[0], panels):
+        ax.set_title(metric)
+        ax.set_xlabel("optimiser step")
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.suptitle(f"{table['title']} — {table.get('profile')} profile", fontsize=9)
+    path = img_dir / f"curves_{entry['stem'].replace('.', '_')}.png"
+    save_figure(fig, path)
+    band = ("line = mean over seeds, band = min–max over seeds" if max(seeds) > 1
+            else "one seed per line: no band")
+    missing = wanted and sum(len(v) for v in groups.values()) < len(
+        {r for row in table["rows"] for c in row["cells"].values() for r in c.get("runs", [])})
+    note = " Some run folders named by the table are not on this machine." if missing else ""
+    return path, f"Learning curves from the runs' CSV logs ({band}; seeds per line: " \
+                 f"{', '.join(map(str, seeds))}).{note}"
+
+
+def plot_scaling(bench: Path, img_dir: Path) -> tuple[Path | None, str]:
+    """TensorCoder vs SDPA attention forward time against N, log–log, with the bench's fitted exponents."""
+    if not bench.exists():
+        return None, ("Not run: the TensorCoder scaling benchmark has no result yet; `make bench` "
+                      "(scripts/bench_tensorcoder.py) writes outputs/bench/tensorcoder_scaling.json.")
+    result = json.loads(bench.read_text())
+    det = result["details"]
+    exponents = {"tensorcoder": result["value"], "sdpa": det["sdpa_exponent"]}
+    names = {"tensorcoder": "TensorCoder attention (1 filter)", "sdpa": "dot-product attention (1 head)"}
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.6, 4.0))
+    for i, (name, times) in enumerate(det["min_forward_s"].items()):
+        ns = sorted(int(n) for n in times)
+        ts = [times[str(n)] for n in ns]
+        ax.loglog(ns, ts, "o", color=f"C{i}", ms=4)
+        fit_ns = [n for n in det["fit_n"] if str(n) in times]
+        slope, intercept = loglog_fit(fit_ns, [times[str(n)] for n in fit_ns])
+        ax.loglog(fit_ns, [math.exp(intercept) * n ** slope for n in fit_ns], "-", color=f"C{i}",
+                  label=f"{names.get(name, name)}: t ∝ N^{exponents.get(name, slope):.2f}")
+    if det.get("crossover_n"):
+        ax.axvline(det["crossover_n"], color="grey", ls=":", lw=1, label=f"crossover N = {det['crossover_n']}")
+    ax.set_xlabel("sequence length N")
+    ax.set_ylabel("forward time (s, fastest of repeats)")
+    ax.set_title(f"Attention time vs N (batch {det.get('batch')}, d = {det.get('d')}, {det.get('device')}, "
+                 f"{det.get('threads')} thread(s))", fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    path = img_dir / "tensorcoder_scaling.png"
+    save_figure(fig, path)
+    return path, (f"From outputs/bench/tensorcoder_scaling.json: exponents fitted over N = "
+                  f"{det['fit_n'][0]}..{det['fit_n'][-1]} — TensorCoder {result['value']:.2f} (target "
+                  f"{result.get('target')}), SDPA {det['sdpa_exponent']:.2f}; lines are the fits, dots the "
+                  "measurements.")
+
+
+# ---------------------------------------------------------------- the page
+
+def table_summary(table: dict) -> dict:
+    cells = [c for r in table["rows"] for c in r["cells"].values()]
+    marks = [claim_mark(c.get("holds")) for c in table.get("claims", [])]
+    return {"run": sum(c["ours"] is not None for c in cells), "total": len(cells),
+            "claims": ", ".join(f"{marks.count(m)} {m}" for m in dict.fromkeys(marks)) or "—",
+            "seeds": ", ".join(map(str, table.get("seeds", []))) or "none"}
+
+
+def generic_markdown(table: dict) -> str:
+    """Only for a JSON whose Markdown twin is missing: the same cells, printed with 4 significant digits."""
+    def num(v: float | None) -> str:
+        return "not run" if v is None else f"{v:.4g}"
+
+    lines = ["| | " + " | ".join(table["columns"]) + " |", "|---" * (len(table["columns"]) + 1) + "|"]
+    for row in table["rows"]:
+        parts = []
+        for name in table["columns"]:
+            c = row["cells"][name]
+            delta = num(c["ours"] - c["paper"]) if c["ours"] is not None and c["paper"] is not None else "—"
+            parts.append(f"{num(c['ours'])} / {'—' if c['paper'] is None else num(c['paper'])} / {delta}")
+        lines.append(f"| {row['key']} | " + " | ".join(parts) + " |")
+    lines += [""] + [f"- {claim_mark(c.get('holds'))} {c['text']}" for c in table.get("claims", [])]
+    return "\n".join(lines)
+
+
+def demote(markdown: str) -> str:
+    """The table's own `# Title` becomes a third-level heading inside the report."""
+    return re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 2) + " ", markdown, flags=re.M)
+
+
+def bench_rows(bench_dir: Path) -> list[str]:
+    rows = []
+    for path in sorted(bench_dir.glob("*.json")):
+        try:
+            result = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            continue
+        value = result.get("value", result.get("ratio"))
+        if not isinstance(result, dict) or value is None:
+            continue
+        shown = f"{value:.3g}" if isinstance(value, (int, float)) else str(value)
+        rows.append(f"| {result.get('name', path.stem)} | {shown} | {result.get('target', '—')} | {path.name} |")
+    return rows
+
+
+def build_markdown(outputs: Path, img_dir: Path, page_dir: Path) -> str:
+    tables = load_tables(outputs)
+    rel = lambda p: os.path.relpath(p, page_dir)  # noqa: E731  (image links relative to the page)
+    lines = ["# langrepr results report", "",
+             f"Generated by `make report` at commit `{git_commit()}` from {len(tables)} rendered table(s) in "
+             f"`{outputs.name}/tables/` and the run folders, CSV logs and benchmark results found on this machine. "
+             "Each table cell: ours (± std over seeds) / paper / Δ = ours − paper; `python -m langrepr.tables "
+             "explain <table> \"<row>\" \"<column>\"` prints the runs behind a cell.", "",
+             "## Summary", "", "| table | profile | cells run | seeds | claims | commit |", "|---|---|---|---|---|---|"]
+    for entry in tables:
+        t, s = entry["table"], table_summary(entry["table"])
+        lines.append(f"| [{t['table']}](#{entry['stem'].replace('.', '')}) | {t.get('profile')} | "
+                     f"{s['run']}/{s['total']} | {s['seeds']} | {s['claims']} | `{t.get('commit')}` |")
+    missing = not_rendered(tables)
+    if missing:
+        lines += ["", "Not rendered yet (no table JSON): " + ", ".join(
+            f"{m} (`make {m.replace('_', '-')} PROFILE=quick`)" for m in missing) + "."]
+    for entry in tables:
+        t = entry["table"]
+        lines += ["", f"## {t['table']} ({t.get('profile')})" + f' <a id="{entry["stem"].replace(".", "")}"></a>', ""]
+        lines.append(demote(entry["markdown"]).strip() if entry["markdown"] else generic_markdown(t))
+        figure, caption = plot_learning_curves(entry, outputs, img_dir)
+        lines += ["", f"![learning curves of {t['table']}]({rel(figure)})" if figure else "", "", f"*{caption}*"]
+    lines += ["", "## TensorCoder attention: time vs sequence length", ""]
+    figure, caption = plot_scaling(outputs / "bench" / "tensorcoder_scaling.json", img_dir)
+    lines += ([f"![TensorCoder scaling]({rel(figure)})", ""] if figure else []) + [f"*{caption}*"]
+    rows = bench_rows(outputs / "bench")
+    lines += ["", "## Benchmarks", ""]
+    lines += (["| benchmark | value | target | file |", "|---|---|---|---|", *rows] if rows
+              else ["Not run: `make bench` writes outputs/bench/*.json."])
+    figures = sorted((outputs / "figures").glob("*.png"))
+    if figures:
+        lines += ["", "## Paper figures", ""]
+        for fig in figures:
+            lines += [f"![{fig.stem}]({rel(fig)})", "", f"*{fig.stem} (outputs/figures/{fig.name})*", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def to_html(markdown: str, page_dir: Path) -> str:
+    """The same page as HTML with every image inlined (base64), so the one file can be mailed or archived."""
+    from markdown_it import MarkdownIt
+
+    def inline(match: re.Match) -> str:
+        path = (page_dir / match.group(2)).resolve()
+        if not path.exists():
+            return match.group(0)
+        data = base64.b64encode(path.read_bytes()).decode()
+        return f"![{match.group(1)}](data:image/png;base64,{data})"
+
+    body = MarkdownIt("commonmark", {"html": True}).enable("table").render(
+        re.sub(r"!\[([^\]]*)\]\(([^)]+\.png)\)", inline, markdown))
+    style = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;line-height:1.4}"
+             "table{border-collapse:collapse;font-size:12px;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px}"
+             "img{max-width:100%}code{background:#f4f4f4;padding:0 3px}")
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>langrepr results report</title>"
+            f"<style>{style}</style></head><body>\n{body}</body></html>\n")
+
+
+def build_report(outputs: str | Path = "outputs", out: str | Path | None = None) -> tuple[Path, Path]:
+    """Write `report.md`, `report.html` and `img/*.png` into `out` (default `<outputs>/report`)."""
+    outputs = Path(outputs)
+    if not (outputs / "tables").is_dir():
+        raise UserError(f"{outputs}/tables does not exist: render a table first, e.g. `make ewe-table1`")
+    out = Path(out) if out else outputs / "report"
+    markdown = build_markdown(outputs, out / "img", out)
+    write_text_atomic(out / "report.md", markdown)
+    write_text_atomic(out / "report.html", to_html(markdown, out))
+    return out / "report.md", out / "report.html"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--outputs", default="outputs", help="folder holding tables/, bench/ and the run folders")
+    parser.add_argument("--out", default=None, help="where to write the report (default <outputs>/report)")
+    args = parser.parse_args(argv)
+    try:
+        md, html = build_report(args.outputs, args.out)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    print(f"wrote {md} and {html}")
+
+
+if __name__ == "__main__":
+    main()

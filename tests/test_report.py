@@ -1,0 +1,133 @@
+"""`make report` and `tables explain` read only artefacts: a generated outputs/ tree in, the page and provenance out."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import yaml
+
+from conftest import run_cli
+from langrepr.report import build_report, loglog_fit, seed_band
+from langrepr.tables import main as tables_main
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def write_run(root, name, seed, losses, f1s, f1_test):
+    """A finished run dir as train.py leaves it: metrics.json, config, overrides and the CSV log."""
+    run = root / "quick" / "toy" / f"{name},seed={seed}"
+    (run / ".hydra").mkdir(parents=True)
+    (run / "csv").mkdir()
+    (run / "metrics.json").write_text(json.dumps({
+        "status": "finished", "run_id": "toy", "profile": "quick", "seed": seed, "commit": "abc1234",
+        "fingerprint": f"fp{seed}", "wall_time_s": 12.5, "data": {"manifest_digest": "d1g3st", "synthetic": True},
+        "metrics": {"test/f1": f1_test}}))
+    (run / "config_resolved.yaml").write_text(yaml.safe_dump({"dataset": {"monitor": "val/f1"}}))
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(
+        ["experiment=toy", "profile=quick", f"{name.split(',')[1]}", f"seed={seed}", "ckpt_path=auto"]))
+    lines = ["epoch,step,train/loss,val/f1"]
+    for step, loss in enumerate(losses):
+        lines.append(f"0,{step},{loss},")
+    for step, f1 in f1s:
+        lines.append(f"0,{step},,{f1}")
+    (run / "csv" / "metrics.csv").write_text("\n".join(lines) + "\n")
+    return str(run)
+
+
+@pytest.fixture
+def outputs(tmp_path):
+    out = tmp_path / "outputs"
+    a1 = write_run(out, "dataset=s,model=a", 1, [1.0, 0.8, 0.6], [(2, 0.5)], 0.60)
+    a2 = write_run(out, "dataset=s,model=a", 2, [1.2, 0.9, 0.5], [(2, 0.7)], 0.62)
+    table = {
+        "table": "toy", "title": "Toy table", "profile": "quick", "commit": "abc1234", "columns": ["F1"],
+        "rows": [{"key": "A", "cells": {"F1": {"ours": 61.0, "paper": 60.0, "std": 1.4142, "runs": [a1, a2]}}},
+                 {"key": "B", "cells": {"F1": {"ours": None, "paper": 50.0, "std": None, "runs": []}}}],
+        "claims": [{"text": "A beats B", "holds": None}, {"text": "A beats C", "holds": "within noise"}],
+        "seeds": [1, 2], "data": "", "notes": [],
+    }
+    (out / "tables").mkdir()
+    (out / "tables" / "toy.quick.json").write_text(json.dumps(table))
+    (out / "tables" / "toy.quick.md").write_text("# Toy table\n\n| | F1 |\n|---|---|\n| A | 61.0 ± 1.4 / 60.0 / 1.0 |\n"
+                                                 "| B | not run / 50.0 / — |\n")
+    times = {"tensorcoder": {str(n): 1e-6 * n for n in (256, 512, 1024)},
+             "sdpa": {str(n): 1e-9 * n * n for n in (256, 512, 1024)}}
+    (out / "bench").mkdir()
+    (out / "bench" / "tensorcoder_scaling.json").write_text(json.dumps({
+        "name": "tensorcoder_scaling_exponent", "value": 1.0, "target": "<= 1.1",
+        "details": {"sdpa_exponent": 2.0, "crossover_n": 1024, "fit_n": [256, 512, 1024], "min_forward_s": times,
+                    "d": 64, "batch": 1, "device": "cpu", "threads": 1}}))
+    return out
+
+
+def test_seed_band_and_loglog_fit_by_hand():
+    steps, mean, low, high = seed_band([[(0, 1.0), (1, 0.8)], [(0, 1.2), (1, 0.4), (2, 0.3)]])
+    assert steps == [0, 1, 2]
+    assert mean == pytest.approx([1.1, 0.6, 0.3]) and low == [1.0, 0.4, 0.3] and high == [1.2, 0.8, 0.3]
+    slope, intercept = loglog_fit([10, 100, 1000], [3e-4 * n ** 1.5 for n in (10, 100, 1000)])
+    assert slope == pytest.approx(1.5) and math.exp(intercept) == pytest.approx(3e-4)
+
+
+def test_report_gathers_tables_curves_and_scaling(outputs):
+    md_path, html_path = build_report(outputs)
+    md = md_path.read_text()
+    assert "| [toy](#toyquick) | quick | 1/2 | 1, 2 | 1 not judged, 1 within noise | `abc1234` |" in md
+    assert "### Toy table" in md and "not run / 50.0" in md                 # the renderer's own Markdown
+    assert "Not rendered yet" in md and "ewe-table1" in md                  # experiments with no table JSON
+    assert "band = min–max over seeds" in md and "img/curves_toy_quick.png" in md
+    assert "TensorCoder 1.00" in md and "SDPA 2.00" in md                    # exponents as the bench fitted them
+    for png in ("curves_toy_quick.png", "tensorcoder_scaling.png"):
+        assert (md_path.parent / "img" / png).read_bytes().startswith(PNG_MAGIC)
+    html = html_path.read_text()
+    assert html.count("data:image/png;base64,") == 2 and 'src="img/' not in html   # self-contained
+    assert "<table>" in html and "Toy table" in html
+
+
+def test_report_says_what_has_not_run(outputs, tmp_path):
+    for run in (outputs / "quick" / "toy").iterdir():
+        (run / "metrics.json").unlink()
+    (outputs / "bench" / "tensorcoder_scaling.json").unlink()
+    md = build_report(outputs)[0].read_text()
+    assert "run folders behind this table are not on this machine" in md and "make toy PROFILE=quick" in md
+    assert "Not run: the TensorCoder scaling benchmark has no result yet" in md
+    assert "![" not in md
+
+
+def test_report_cli_without_tables_is_one_line(tmp_path):
+    result = run_cli("langrepr.report", "--outputs", str(tmp_path / "nothing"), timeout=120)
+    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0
+    assert "render a table first" in result.stderr
+
+
+def test_explain_prints_runs_seeds_and_reproduce_command(outputs, capsys):
+    tables_main(["explain", "toy", "A", "F1", "--outputs", str(outputs)])
+    text = capsys.readouterr().out
+    assert text.count("seed ") == 2 and "commit abc1234" in text and "config fingerprint fp2" in text
+    assert "data manifest digest: d1g3st (synthetic data)" in text and "wall time: 12.5 s" in text
+    assert "reproduce: python -m langrepr.train experiment=toy profile=quick model=a seed=1 ckpt_path=auto" in text
+    assert "whole table: make toy PROFILE=quick" in text
+
+
+def test_explain_not_run_cell_and_missing_run_folder(outputs, capsys):
+    tables_main(["explain", "toy", "B", "F1", "--outputs", str(outputs)])
+    assert "not run: no finished run fills this cell" in capsys.readouterr().out
+    run = next((outputs / "quick" / "toy").iterdir())
+    (run / "metrics.json").unlink()
+    tables_main(["explain", "toy", "A", "F1", "--outputs", str(outputs), "--json"])
+    info = json.loads(capsys.readouterr().out)
+    absent = [r for r in info["runs"] if not r["present"]][0]
+    assert absent["command"].startswith("python -m langrepr.train experiment=toy profile=quick dataset=s model=a")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nope", "A", "F1"], "no rendered table 'nope'"),
+    (["toy", "Z", "F1"], "has no row 'Z': choose one of A, B"),
+    (["toy", "A", "G1"], "has no column 'G1': choose one of F1"),
+])
+def test_explain_bad_input_is_one_line_exit_2(outputs, capsys, args, message):
+    with pytest.raises(SystemExit) as exit_info:
+        tables_main(["explain", *args, "--outputs", str(outputs)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and message in err and err.strip().count("\n") == 0
