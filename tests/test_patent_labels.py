@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from langrepr.data.patent_labels import (
+from langrepr.data.patents.labels import (
     LabelVocabulary,
     document_labels,
     label_counts,

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from langrepr.data.text_lm import MASK_ID, PAD_ID, TextLMDataModule, build_vocab, line_tokens, to_blocks
-from langrepr.data.translation import (
+from langrepr.data.english.text_lm import MASK_ID, PAD_ID, TextLMDataModule, build_vocab, line_tokens, to_blocks
+from langrepr.data.english.translation import (
     BOS_ID,
     EOS_ID,
     IGNORE_INDEX,

@@ -6,9 +6,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from langrepr.data.patent_files import claim_spans, first_claims_text, join_claims, read_manifest
-from langrepr.data.synthetic_patents import generate
-from langrepr.data.uspto import PatentDataModule, export_table2_stats, main
+from langrepr.data.patents.files import claim_spans, first_claims_text, join_claims, read_manifest
+from langrepr.data.patents.synthetic import generate
+from langrepr.data.patents.uspto import PatentDataModule, export_table2_stats, main
 from langrepr.errors import UserError
 
 

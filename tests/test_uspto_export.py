@@ -9,10 +9,10 @@ import types
 import pyarrow.parquet as pq
 import pytest
 
-from langrepr.data import uspto_export
-from langrepr.data.patent_files import read_manifest, sha256_file
-from langrepr.data.patent_labels import document_labels
-from langrepr.data.uspto_export import ExportConfig, build_query, export, main
+from langrepr.data.patents import export as uspto_export
+from langrepr.data.patents.files import read_manifest, sha256_file
+from langrepr.data.patents.labels import document_labels
+from langrepr.data.patents.export import ExportConfig, build_query, export, main
 from langrepr.errors import UserError
 
 
@@ -172,8 +172,8 @@ def test_real_backend_passes_query_parameters(monkeypatch):
 
 
 def test_cli_subprocess_no_traceback(tmp_path):
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(uspto_export.Path(uspto_export.__file__).parents[2])}
-    proc = subprocess.run([sys.executable, "-m", "langrepr.data.uspto", "export", "--out", str(tmp_path)],
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(uspto_export.Path(uspto_export.__file__).parents[3])}
+    proc = subprocess.run([sys.executable, "-m", "langrepr.data.patents.uspto", "export", "--out", str(tmp_path)],
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "GOOGLE_CLOUD_PROJECT" in proc.stderr

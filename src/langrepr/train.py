@@ -163,6 +163,15 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
         write_json_atomic(output_dir / "metrics.json", record)
         return record
 
+    if cfg.get("stage", "train") == "pipeline":
+        # non-gradient cells (reference rows, co-occurrence embeddings, sklearn baselines): `cfg.pipeline` is
+        # a function of `output_dir` (where it may leave artefacts) returning flat metrics
+        metrics = instantiate(cfg.pipeline, output_dir=str(output_dir))
+        record.update(metrics={k: float(v) for k, v in dict(metrics).items()}, params={},
+                      wall_time_s=time.time() - started, status="finished")
+        write_json_atomic(output_dir / "metrics.json", record)
+        return record
+
     tokenizer = instantiate(cfg.model.tokenizer) if cfg.model.get("tokenizer") else None
     dm_kwargs = {"tokenizer": tokenizer} if tokenizer is not None else {}
     dm = instantiate(cfg.dataset.datamodule, **dm_kwargs)

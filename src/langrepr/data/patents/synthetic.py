@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from langrepr.data.patent_files import (
+from langrepr.data.patents.files import (
     FORMAT,
     SPLITS,
     read_manifest,
@@ -200,7 +200,7 @@ def generate(out_dir: str | Path, n_train: int = 8000, n_test: int = 1000, n_sub
             shards.append(write_shard(out_dir / f"{split}-{i // shard_rows:05d}.parquet", records[i:i + shard_rows]))
     for stale in set(out_dir.glob("*.parquet")) - {out_dir / s["file"] for s in shards}:
         stale.unlink()                                          # from an earlier run with other sizes
-    manifest = {"format": FORMAT, "synthetic": True, "source": "langrepr.data.synthetic_patents",
+    manifest = {"format": FORMAT, "synthetic": True, "source": "langrepr.data.patents.synthetic",
                 "params": params, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "seconds": round(time.time() - t0, 2), "rows": split_counts(shards),
                 "subclasses": world.codes, "shards": shards}
@@ -208,7 +208,7 @@ def generate(out_dir: str | Path, n_train: int = 8000, n_test: int = 1000, n_sub
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: ``python -m langrepr.data.synthetic_patents --out DIR [--n-train N ...]``."""
+    """CLI: ``python -m langrepr.data.patents.synthetic --out DIR [--n-train N ...]``."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
     p.add_argument("--n-train", type=int, default=8000)

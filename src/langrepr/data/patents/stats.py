@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from langrepr.data.synthetic_patents import generate
-from langrepr.data.uspto import export_table2_stats
+from langrepr.data.patents.synthetic import generate
+from langrepr.data.patents.uspto import export_table2_stats
 
 
 def table2_metrics(data_dir: str, coverage: float = 0.9, synthetic: dict[str, Any] | None = None) -> dict:

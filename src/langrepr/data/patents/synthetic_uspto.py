@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from langrepr.data.synthetic_patents import generate
-from langrepr.data.uspto import PatentDataModule
+from langrepr.data.patents.synthetic import generate
+from langrepr.data.patents.uspto import PatentDataModule
 
 
 class SyntheticPatentDataModule(PatentDataModule):

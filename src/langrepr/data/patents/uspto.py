@@ -1,7 +1,7 @@
 """USPTO patent classification data (EWE paper, arXiv 2302.13475 §5.1) from a local parquet export.
 
-Reads the folder written by ``langrepr.data.uspto_export`` (real patents) or
-``langrepr.data.synthetic_patents`` (generated, flagged ``synthetic``); training never touches
+Reads the folder written by ``langrepr.data.patents.export`` (real patents) or
+``langrepr.data.patents.synthetic`` (generated, flagged ``synthetic``); training never touches
 BigQuery. Per document: claims 1-20 re-split in Python and joined with a space (input), the
 CPC subclasses relabeled First-/Later- (target, ``patent_labels``). Splits: ``train`` minus a
 deterministic ``val_fraction`` hold-out, and the two test sets 2015A, 2015B (paper §5.1).
@@ -12,8 +12,8 @@ Tokenization runs once: tensors are cached under ``cache_dir`` keyed by the toke
 labels as sparse index lists; batches are gathered whole (one index per batch), which keeps the
 loader far from the training step's critical path.
 
-CLI: ``python -m langrepr.data.uspto export ...`` (the BigQuery export, see uspto_export) and
-``python -m langrepr.data.uspto stats DIR`` (Table 2 statistics as JSON).
+CLI: ``python -m langrepr.data.patents.uspto export ...`` (the BigQuery export, see patents/export.py) and
+``python -m langrepr.data.patents.uspto stats DIR`` (Table 2 statistics as JSON).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
-from langrepr.data.patent_files import SPLITS, join_claims, manifest_digest, read_manifest, split_counts
-from langrepr.data.patent_labels import LABELINGS, LabelVocabulary, table2_stats
+from langrepr.data.patents.files import SPLITS, join_claims, manifest_digest, read_manifest, split_counts
+from langrepr.data.patents.labels import LABELINGS, LabelVocabulary, table2_stats
 from langrepr.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
     value = str(data_dir) if data_dir else os.environ.get(ENV_DIR, "")
     path = Path(value) if value else None
     if path is None or not path.is_dir():
-        raise UserError(f"USPTO export not found at {path or '(unset)'}: run `python -m langrepr.data.uspto "
+        raise UserError(f"USPTO export not found at {path or '(unset)'}: run `python -m langrepr.data.patents.uspto "
                         f"export ...` or set {ENV_DIR} / dataset.datamodule.data_dir")
     return path
 
@@ -62,7 +62,7 @@ def load_manifest(data_dir: Path) -> dict[str, Any]:
     manifest = read_manifest(data_dir)
     if manifest is None:
         raise UserError(f"no manifest.json in {data_dir}: the export is missing or unfinished; rerun "
-                        f"`python -m langrepr.data.uspto export ...` (it resumes) or point {ENV_DIR} elsewhere")
+                        f"`python -m langrepr.data.patents.uspto export ...` (it resumes) or point {ENV_DIR} elsewhere")
     return manifest
 
 
@@ -314,10 +314,10 @@ def export_table2_stats(data_dir: str | os.PathLike | None = None, coverage: flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m langrepr.data.uspto {export ...|stats DIR}``; UserError -> one line, exit 2."""
+    """``python -m langrepr.data.patents.uspto {export ...|stats DIR}``; UserError -> one line, exit 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["export"]:
-        from langrepr.data import uspto_export  # BigQuery stays confined to that module
+        from langrepr.data.patents import export as uspto_export  # BigQuery stays confined to that module
         return uspto_export.main(argv)
     try:
         if argv[:1] == ["stats"] and len(argv) in (1, 2):
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print("usage: python -m langrepr.data.uspto {export --project P --out DIR ... | stats [DIR]}", file=sys.stderr)
+    print("usage: python -m langrepr.data.patents.uspto {export --project P --out DIR ... | stats [DIR]}", file=sys.stderr)
     return 2
 
 

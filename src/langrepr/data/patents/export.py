@@ -11,8 +11,8 @@ constant text. Resumable: rows come ordered by (split, publication_number) and e
 records the result-row range it holds, so a rerun continues at the first missing row (BigQuery
 serves an identical query from its 24 h result cache at no cost).
 
-Usage: ``python -m langrepr.data.uspto_export export --project P --out DIR`` (equivalently
-``python -m langrepr.data.uspto export ...``).
+Usage: ``python -m langrepr.data.patents.export export --project P --out DIR`` (equivalently
+``python -m langrepr.data.patents.uspto export ...``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from langrepr.data.patent_files import (
+from langrepr.data.patents.files import (
     FORMAT,
     first_claims_text,
     read_manifest,
@@ -276,7 +276,7 @@ def export(cfg: ExportConfig, backend: Backend | None = None, echo=print) -> Pat
 
 def parse_args(argv: list[str]) -> ExportConfig:
     """CLI arguments -> ExportConfig (``export`` subcommand)."""
-    p = argparse.ArgumentParser(prog="python -m langrepr.data.uspto_export", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m langrepr.data.patents.export", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     e = sub.add_parser("export", help="run the BigQuery export into --out")
     e.add_argument("--project", default=None, help="billed GCP project (default: $GOOGLE_CLOUD_PROJECT)")
