@@ -1,0 +1,112 @@
+"""Korean pretraining corpora as lists of sentences: local NSMC / KorQuAD / KLUE text, NIKL MODU, or the hub.
+
+The quick corpus never contains the text of a quick test split: NSMC reviews rated 5-8 only (the NSMC
+construction rule keeps 1-4 and 9-10, so an NSMC-style split never overlaps them), KorQuAD paragraphs of the
+train part only, and the KLUE NLI/STS dev sentences (KLUE NER, a stand-in test set, is not used).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import re
+from pathlib import Path
+
+from langrepr.data.korean.korquad import train_part_contexts
+from langrepr.errors import UserError
+
+SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
+NEUTRAL_RATINGS = {5, 6, 7, 8}
+
+
+def require(path: Path, what: str) -> Path:
+    if not path.exists():
+        raise UserError(f"{what} {path} does not exist: set LANGREPR_DATA_DIR (or the config path) to a folder "
+                        "that holds it")
+    return path
+
+
+def nsmc_neutral_reviews(data_dir: str | Path, limit: int) -> list[str]:
+    """Up to `limit` raw NSMC reviews rated 5-8, in file order (outside every NSMC-style split)."""
+    path = require(Path(data_dir) / "nsmc" / "nsmc_raw_reviews.tsv.gz", "NSMC raw review file")
+    out = []
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE):
+            text = (row.get("review") or "").strip()
+            if text and int(row["rating"]) in NEUTRAL_RATINGS:
+                out.append(text)
+                if len(out) >= limit:
+                    break
+    return out
+
+
+def klue_sentences(data_dir: str | Path, limit: int) -> list[str]:
+    """KLUE NLI premises/hypotheses and STS sentence pairs (dev files), deduplicated."""
+    seen: dict[str, None] = {}
+    nli = json.loads(require(Path(data_dir) / "klue" / "klue-nli-v1.1_dev.json", "KLUE NLI file").read_text())
+    sts = json.loads(require(Path(data_dir) / "klue" / "klue-sts-v1.1_dev.json", "KLUE STS file").read_text())
+    for row in nli:
+        seen.setdefault(row["premise"].strip(), None)
+        seen.setdefault(row["hypothesis"].strip(), None)
+    for row in sts:
+        seen.setdefault(row["sentence1"].strip(), None)
+        seen.setdefault(row["sentence2"].strip(), None)
+    return [s for s in seen if s][:limit]
+
+
+def split_sentences(paragraphs: list[str]) -> list[str]:
+    return [s.strip() for p in paragraphs for s in SENTENCE_END.split(p) if s.strip()]
+
+
+def text_file_sentences(path: str | Path, limit: int) -> list[str]:
+    """One sentence per line from a local text file (e.g. NIKL MODU newspaper text exported to lines)."""
+    path = require(Path(path), "corpus file")
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                out.extend(split_sentences([line]))
+            if len(out) >= limit:
+                break
+    return out[:limit]
+
+
+def quick_corpus(data_dir: str | None, nsmc: int = 20000, korquad: int = 20000, klue: int = 8000,
+                 korquad_test_fraction: float = 0.3) -> list[str]:
+    """The quick profile's real Korean sentences (see the module docstring for what is left out and why)."""
+    if data_dir is None:
+        raise UserError("the quick Korean corpus reads local copies: set LANGREPR_DATA_DIR to a folder laid out "
+                        "like the project's shared data (nsmc/, korquad1/, klue/)")
+    sentences = nsmc_neutral_reviews(data_dir, nsmc) if nsmc else []
+    if korquad:
+        sentences += split_sentences(train_part_contexts(data_dir, korquad_test_fraction))[:korquad]
+    if klue:
+        sentences += klue_sentences(data_dir, klue)
+    if not sentences:
+        raise UserError("the quick Korean corpus came out empty: raise nsmc/korquad/klue sizes above 0")
+    return sentences
+
+
+def build_corpus(source: str, data_dir: str | None = None, path: str | None = None, limit: int = 10_000_000,
+                 **quick_sizes) -> list[str]:
+    """Sentences of a corpus `source`.
+
+    quick = local NSMC/KorQuAD/KLUE; text = one sentence per line at `path` (e.g. NIKL MODU exported);
+    hub:<name> = a hub data set with a `text` column.
+    """
+    if source == "quick":
+        return quick_corpus(data_dir, **quick_sizes)
+    if source == "text":
+        if not path:
+            raise UserError("corpus source 'text' needs corpus.path: a UTF-8 file with one sentence per line")
+        sentences = text_file_sentences(path, limit)
+    elif source.startswith("hub:"):
+        from datasets import load_dataset
+
+        sentences = split_sentences(load_dataset(source[4:], split="train")["text"][:limit])
+    else:
+        raise UserError(f"unknown corpus source '{source}': use quick, text or hub:<dataset>")
+    if not sentences:
+        raise UserError(f"corpus '{source}' is empty: point it at a file with at least one non-empty line")
+    return sentences
