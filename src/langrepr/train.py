@@ -23,6 +23,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from langrepr.errors import UserError
+from langrepr.scale_out import fit_batch_to_devices
 from langrepr.utils import git_commit, package_versions, write_json_atomic, write_text_atomic
 
 log = logging.getLogger("langrepr.train")
@@ -172,6 +173,7 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
         write_json_atomic(output_dir / "metrics.json", record)
         return record
 
+    cfg, record["scale_out"] = fit_batch_to_devices(cfg)   # trainer=ddp: per-device batch × accumulation
     tokenizer = instantiate(cfg.model.tokenizer) if cfg.model.get("tokenizer") else None
     dm_kwargs = {"tokenizer": tokenizer} if tokenizer is not None else {}
     dm = instantiate(cfg.dataset.datamodule, **dm_kwargs)

@@ -1,0 +1,125 @@
+"""One cell on several GPUs (`trainer=ddp`) with the paper's batch size kept as the effective batch.
+
+The papers trained with one batch size on one GPU. On W = devices × num_nodes processes, each optimiser step sees
+per_device × W × accumulation examples, so keeping the paper's batch B means per_device = B / (W × accumulation).
+`trainer.effective_batch` (set by conf/trainer/ddp.yaml) holds B and an optional per-device cap; `train.py` calls
+`fit_batch_to_devices` once, which writes per_device into `dataset.datamodule.batch_size`, accumulation into
+`trainer.accumulate_grad_batches`, logs the derivation and returns it for `metrics.json`.
+
+Launch: `ddp_spawn` starts the W worker processes from inside the running cell, so it works inside a Hydra
+multirun (every `make <paper>-table<N>` target) and only the cell's own process, rank 0, runs train.py's
+bookkeeping and writes `metrics.json`. Lightning's re-launching `ddp` would start train.py again in every rank,
+each re-running that bookkeeping; it is not supported until train.py is rank-aware.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import logging
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, open_dict
+
+from langrepr.errors import UserError
+
+log = logging.getLogger("langrepr.scale_out")
+
+
+def world_size(devices: Any, num_nodes: int = 1) -> int:
+    """Processes of a run: devices per node (int, list of ids, or auto/-1 = all GPUs visible) × nodes."""
+    if isinstance(devices, (list, tuple)) or (hasattr(devices, "__len__") and not isinstance(devices, str)):
+        per_node = len(devices)
+    elif str(devices) in ("auto", "-1"):
+        import torch
+
+        per_node = max(torch.cuda.device_count(), 1)
+    elif isinstance(devices, str) and "," in devices:
+        per_node = len([d for d in devices.split(",") if d.strip()])
+    else:
+        per_node = int(devices)
+    return per_node * int(num_nodes or 1)
+
+
+def per_device_batch(effective: int, world: int, max_per_device: int | None = None) -> tuple[int, int]:
+    """(per-device batch, gradient accumulation) with per_device × world × accumulation == effective.
+
+    The fewest accumulation steps whose per-device batch is whole and fits the cap: accumulation only costs time.
+    """
+    if effective < world:
+        raise UserError(f"the effective batch {effective} is smaller than the {world} processes: lower "
+                        "trainer.devices / trainer.num_nodes or raise trainer.effective_batch.size")
+    for accumulation in range(1, effective // world + 1):
+        if effective % (world * accumulation):
+            continue
+        per_device = effective // (world * accumulation)
+        if max_per_device is None or per_device <= max_per_device:
+            return per_device, accumulation
+    raise UserError(f"no whole per-device batch gives the effective batch {effective} on {world} processes"
+                    f"{f' with at most {max_per_device} per device' if max_per_device else ''}: choose "
+                    "trainer.devices (× num_nodes) dividing it, or change trainer.effective_batch.max_per_device")
+
+
+def fit_batch_to_devices(cfg: DictConfig) -> tuple[DictConfig, dict | None]:
+    """Apply `trainer.effective_batch` (if any) to the datamodule and trainer; return the new cfg and the record."""
+    spec = cfg.trainer.get("effective_batch")
+    if spec is None:
+        return cfg, None
+    effective = int(spec.size)  # read before batch_size changes: it usually interpolates the dataset's batch
+    world = world_size(cfg.trainer.get("devices", 1), cfg.trainer.get("num_nodes", 1))
+    per_device, accumulation = per_device_batch(effective, world, spec.get("max_per_device"))
+    cfg = copy.deepcopy(cfg)
+    with open_dict(cfg):
+        del cfg.trainer["effective_batch"]
+        cfg.dataset.datamodule.batch_size = per_device
+        cfg.trainer.accumulate_grad_batches = accumulation
+    record = {"effective_batch": effective, "world_size": world, "per_device_batch": per_device,
+              "accumulate_grad_batches": accumulation, "strategy": str(cfg.trainer.get("strategy"))}
+    log.info("Effective batch %d = %d process(es) × %d per device × %d accumulation step(s) (strategy %s)",
+             effective, world, per_device, accumulation, record["strategy"])
+    return cfg, record
+
+
+
+
+def ddp_trainer(effective_batch: Any = None, **trainer_kwargs: Any) -> Any:
+    """`_target_` of conf/trainer/ddp.yaml: a Lightning `Trainer` for spawned (or forked) DDP workers.
+
+    The trainer node may carry `effective_batch` (applied by `fit_batch_to_devices` before the Trainer is built,
+    ignored here); every other key is a Trainer argument, checked by Trainer itself. Two things the workers know
+    are carried back to the cell's process, which records them: the step/epoch counters (through the callback
+    metrics, which Lightning returns from rank 0) and the CSV log's columns (the parent's copy of the logger never
+    saw the fit's columns; without them the test stage's workers cannot rewrite the file's header).
+    """
+    import pytorch_lightning as pl
+    import torch
+    from pytorch_lightning.loggers import CSVLogger
+
+    class ReportProgress(pl.Callback):
+        def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+            trainer.callback_metrics["trainer/global_step"] = torch.tensor(float(trainer.global_step))
+            trainer.callback_metrics["trainer/current_epoch"] = torch.tensor(float(trainer.current_epoch))
+
+    class SpawnedDDPTrainer(pl.Trainer):
+        @property
+        def global_step(self) -> int:
+            reported = self.callback_metrics.get("trainer/global_step")
+            return int(reported) if reported is not None else super().global_step
+
+        @property
+        def current_epoch(self) -> int:
+            reported = self.callback_metrics.get("trainer/current_epoch")
+            return int(reported) if reported is not None else super().current_epoch
+
+        def test(self, *args: Any, **kwargs: Any) -> Any:
+            for logger in self.loggers:
+                if isinstance(logger, CSVLogger) and Path(logger.experiment.metrics_file_path).exists():
+                    writer = logger.experiment
+                    with open(writer.metrics_file_path, newline="") as fh:
+                        header = next(csv.reader(fh), [])
+                    writer.metrics_keys = sorted(set(writer.metrics_keys) | set(header))
+            return super().test(*args, **kwargs)
+
+    callbacks = [*(trainer_kwargs.pop("callbacks", None) or []), ReportProgress()]
+    return SpawnedDDPTrainer(callbacks=callbacks, **trainer_kwargs)

@@ -1,0 +1,72 @@
+"""Scale-out on existing engines: DDP keeps the paper's batch and reduces metrics; submitit runs cells as jobs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hydra.utils import instantiate
+
+from langrepr.errors import UserError
+from langrepr.scale_out import per_device_batch, world_size
+from langrepr.train import task_kwargs, train
+
+
+@pytest.mark.parametrize("effective, world, cap, expected", [
+    (32, 1, None, (32, 1)), (32, 4, None, (8, 1)), (32, 4, 4, (4, 2)), (32, 8, 1, (1, 4)), (48, 2, 16, (12, 2)),
+])
+def test_per_device_batch_times_processes_times_accumulation_is_the_paper_batch(effective, world, cap, expected):
+    per_device, accumulation = per_device_batch(effective, world, cap)
+    assert (per_device, accumulation) == expected and per_device * world * accumulation == effective
+
+
+def test_batch_that_cannot_be_split_is_one_clear_error():
+    with pytest.raises(UserError, match="no whole per-device batch gives the effective batch 30 on 4 processes"):
+        per_device_batch(30, 4)
+    with pytest.raises(UserError, match="smaller than the 8 processes"):
+        per_device_batch(4, 8)
+    assert world_size(2, 3) == 6 and world_size([0, 1, 2], 1) == 3 and world_size("0,1", 2) == 4
+
+
+def evaluate_single_process(cfg, ckpt, limit_batches=1.0):
+    """The same test splits scored by one process from the checkpoint, built as train.py builds the cell."""
+    import pytorch_lightning as pl
+
+    tokenizer = instantiate(cfg.model.tokenizer) if cfg.model.get("tokenizer") else None
+    dm = instantiate(cfg.dataset.datamodule, **({"tokenizer": tokenizer} if tokenizer is not None else {}))
+    dm.prepare_data()
+    dm.setup("fit")
+    net = instantiate(cfg.model.net, **dm.net_kwargs)
+    task = instantiate(cfg.dataset.task, net=net, optimizer=instantiate(cfg.optimizer), scheduler=None,
+                       **task_kwargs(dm))
+    task.test_split_names = list(getattr(dm, "test_splits", ["test"]))
+    trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, limit_test_batches=limit_batches)
+    results = {}
+    for result in trainer.test(task, datamodule=dm, ckpt_path=str(ckpt), verbose=False):
+        results.update({k: float(v) for k, v in result.items()})
+    return results
+
+
+def test_ddp_two_cpu_processes_keep_the_batch_and_reduce_metrics(compose_cfg, tmp_path):
+    # gloo on CPU; fork instead of the config's spawn only to skip re-importing torch in each worker
+    cfg = compose_cfg("dataset=synthetic", "model=bert_ewe", "debug=smoke", "trainer=ddp", "trainer.accelerator=cpu",
+                      "trainer.devices=2", "trainer.strategy=ddp_fork", "test_ckpt=last",
+                      "trainer.limit_test_batches=1.0")                             # all 16 test docs, 8 per rank
+    record = train(cfg, tmp_path / "run")
+    written = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert written["status"] == "finished" and written == json.loads(json.dumps(record))   # one writer: the cell
+    assert written["scale_out"] == {"effective_batch": 4, "world_size": 2, "per_device_batch": 2,
+                                    "accumulate_grad_batches": 1, "strategy": "ddp_fork"}
+    assert written["steps"] == 2 and written["epochs"] == 1      # 2 batches of 2 per rank, counted by the workers
+    header = (tmp_path / "run" / "csv" / "metrics.csv").read_text().splitlines()[0]
+    assert "train/loss" in header and "test/2015A/f1" in header   # fit and test columns in one CSV log
+    single = compose_cfg("dataset=synthetic", "model=bert_ewe", "debug=smoke")
+    whole = evaluate_single_process(single, tmp_path / "run" / "checkpoints" / "last.ckpt")
+    half = evaluate_single_process(single, tmp_path / "run" / "checkpoints" / "last.ckpt", limit_batches=2)
+    keys = [f"test/{s}/{m}" for s in ("2015A", "2015B") for m in ("f1", "precision", "recall")]
+    # torchmetrics states are summed over both ranks: the DDP numbers are those of the whole split ...
+    for key in keys:
+        assert written["metrics"][key] == pytest.approx(whole[key], abs=1e-6), key
+    # ... and the whole split is not what half of it gives, so equality above is not a coincidence
+    assert any(abs(half[k] - whole[k]) > 1e-4 for k in keys)
