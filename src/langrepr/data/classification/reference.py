@@ -1,0 +1,136 @@
+"""Non-gradient rows of the LEAM tables (`stage: pipeline` cells), on exactly the rows the nets see.
+
+- `majority_class`: always predict the most frequent training class (the floor of a quick table).
+- `bow_logistic_regression`: the paper's bag-of-words baseline, scikit-learn `CountVectorizer`
+  (or TF-IDF) + `LogisticRegression`, one-vs-rest for multi-label.
+- `time_training_iterations` (Table 4): parameters and wall-clock seconds per 1,000 training
+  iterations of a model, measured at a fixed batch and length on random ids.
+
+Each builds the run's datamodule from its config (same split, caps and tokenizer) and returns flat metrics.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from langrepr.errors import UserError
+
+
+def _datamodule(datamodule: DictConfig, tokenizer: DictConfig) -> Any:
+    dm = instantiate(datamodule, tokenizer=instantiate(tokenizer))
+    dm.setup("fit")
+    return dm
+
+
+def majority_class(datamodule: DictConfig, tokenizer: DictConfig, output_dir: str | None = None) -> dict[str, float]:
+    """Accuracy of predicting the training split's most frequent class on the test split."""
+    dm = _datamodule(datamodule, tokenizer)
+    _, train_labels = dm.texts_and_labels("train")
+    _, test_labels = dm.texts_and_labels("test")
+    if dm.multilabel:
+        raise UserError("majority_class is a single-label reference row; use bow_logistic_regression for multi-label")
+    top = int(np.bincount(train_labels).argmax())
+    return {"test/test/acc": float(np.mean(np.asarray(test_labels) == top)), "reference/majority_label": top}
+
+
+def bow_logistic_regression(datamodule: DictConfig, tokenizer: DictConfig, output_dir: str | None = None,
+                            features: str = "count", ngram_max: int = 1, max_features: int | None = 50000,
+                            C: float = 1.0, max_iter: int = 1000, seed: int = 0) -> dict[str, float]:
+    """Bag-of-words (or TF-IDF) logistic regression fitted on train (val unused), scored on test."""
+    from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.multiclass import OneVsRestClassifier
+
+    from langrepr.data.classification.vocab import split_words
+
+    dm = _datamodule(datamodule, tokenizer)
+    train_x, train_y = dm.texts_and_labels("train")
+    test_x, test_y = dm.texts_and_labels("test")
+    if features not in ("count", "tfidf"):
+        raise UserError(f"pipeline.features must be count or tfidf, got {features!r}")
+    vectorizer_cls = CountVectorizer if features == "count" else TfidfVectorizer
+    vectorizer = vectorizer_cls(tokenizer=split_words, lowercase=False, token_pattern=None,
+                                ngram_range=(1, ngram_max), max_features=max_features)
+    x_train, x_test = vectorizer.fit_transform(train_x), vectorizer.transform(test_x)
+    model = LogisticRegression(C=C, max_iter=max_iter, random_state=seed)
+    if dm.multilabel:
+        y_train = np.zeros((len(train_y), dm.num_labels))
+        for i, labs in enumerate(train_y):
+            y_train[i, labs] = 1
+        scores = OneVsRestClassifier(model).fit(x_train, y_train).predict_proba(x_test)
+        return multilabel_scores(scores, test_y, dm.num_labels)
+    model.fit(x_train, train_y)
+    return {"test/test/acc": float(np.mean(model.predict(x_test) == np.asarray(test_y))),
+            "reference/features": float(x_train.shape[1])}
+
+
+def multilabel_scores(scores: np.ndarray, labels: list[list[int]], num_labels: int, threshold: float = 0.5,
+                      k: int = 5) -> dict[str, float]:
+    """Table 5 metrics (Mullenbach et al.): macro/micro F1 at `threshold`, macro/micro AUC, P@k."""
+    from sklearn.metrics import f1_score, roc_auc_score
+
+    truth = np.zeros((len(labels), num_labels), dtype=np.int64)
+    for i, labs in enumerate(labels):
+        truth[i, labs] = 1
+    pred = (scores >= threshold).astype(np.int64)
+    present = truth.sum(0) > 0
+    present &= truth.sum(0) < len(truth)          # AUC needs both classes of a label in the test split
+    top = np.argsort(-scores, axis=1)[:, :k]
+    return {"test/test/f1_macro": float(f1_score(truth, pred, average="macro", zero_division=0)),
+            "test/test/f1_micro": float(f1_score(truth, pred, average="micro", zero_division=0)),
+            "test/test/auc_macro": float(roc_auc_score(truth[:, present], scores[:, present], average="macro")),
+            "test/test/auc_micro": float(roc_auc_score(truth[:, present], scores[:, present], average="micro")),
+            f"test/test/p@{k}": float(np.take_along_axis(truth, top, axis=1).mean())}
+
+
+def time_training_iterations(net: DictConfig, vocab_size: int, num_labels: int, batch_size: int, length: int,
+                             iterations: int = 50, warmup: int = 5, threads: int | None = None,
+                             output_dir: str | None = None, seed: int = 0) -> dict[str, float]:
+    """Parameters and seconds per 1,000 Adam training steps (forward + backward + update), CPU or GPU.
+
+    Random ids at full length (no padding) so every model does its full work; the time of
+    `iterations` steps after `warmup` steps is scaled to 1,000. Absolute times depend on the machine,
+    so Table 4 reports each model's time over LEAM's measured in the same sweep.
+    """
+    torch.manual_seed(seed)
+    if threads:
+        torch.set_num_threads(int(threads))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = instantiate(net, vocab_size=vocab_size, num_labels=num_labels).to(device).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    ids = torch.randint(2, vocab_size, (batch_size, length), device=device)
+    mask = torch.ones_like(ids)
+    labels = torch.randint(0, num_labels, (batch_size,), device=device)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(ids, mask), labels)
+        if hasattr(model, "label_logits") and getattr(model, "label_penalty", 0):
+            logits = model.label_logits()
+            loss = loss + model.label_penalty * torch.nn.functional.cross_entropy(
+                logits, torch.arange(num_labels, device=device))
+        loss.backward()
+        optimizer.step()
+
+    for _ in range(warmup):
+        step()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(iterations):
+        step()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    params = sum(p.numel() for p in model.parameters())
+    counter = getattr(model, "embedding_parameters", None)
+    embedding = int(counter()) if callable(counter) else 0
+    return {"params/total": float(params), "params/non_embedding": float(params - embedding),
+            "time/s_per_1000_iter": seconds / iterations * 1000.0, "time/iterations_timed": float(iterations),
+            "time/cuda": float(device == "cuda")}

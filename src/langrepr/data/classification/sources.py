@@ -1,0 +1,133 @@
+"""Where the LEAM data sets come from: the Zhang et al. (2015) CSVs, HF `datasets`, MIMIC-III 50.
+
+Every reader returns ``{split: (texts, labels)}`` with 0-based integer labels (single-label) or
+lists of label indices (multi-label), so the datamodule never sees a file format.
+
+- HF hub (default, online): the Zhang et al. splits as published on the hub (``HF_IDS``).
+- Local Zhang CSVs (``data_dir``): ``train.csv`` / ``test.csv``, no header, first column the 1-based
+  class, then the text fields (AG News: title, description; DBpedia: title, content; Yahoo: title,
+  question, answer; Yelp: review). Fields are joined with a space; a backslash-n escape becomes a space.
+- MIMIC-III, 50 codes (Mullenbach et al. 2018, licence-gated, local only): ``train_50.csv``,
+  ``dev_50.csv``, ``test_50.csv`` with columns SUBJECT_ID, HADM_ID, TEXT, LABELS (codes joined by
+  ';'), length; the label set is ``TOP_50_CODES.csv`` when present, else the codes seen in train.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from langrepr.errors import UserError
+
+# hub ids of the Zhang et al. (2015) splits, with the text columns joined in file order
+HF_IDS = {
+    "ag_news": ("fancyzhx/ag_news", ["text"]),
+    "yelp_polarity": ("fancyzhx/yelp_polarity", ["text"]),
+    "yelp_full": ("Yelp/yelp_review_full", ["text"]),
+    "dbpedia": ("fancyzhx/dbpedia_14", ["title", "content"]),
+    "yahoo": ("community-datasets/yahoo_answers_topics", ["question_title", "question_content", "best_answer"]),
+}
+LABEL_COLUMNS = {"yahoo": "topic"}
+
+Splits = dict[str, tuple[list[str], list]]
+
+
+def read_zhang_csv(path: str | Path) -> tuple[list[str], list[int]]:
+    """One Zhang-format CSV: (texts, 0-based labels); a malformed row names its line."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path} does not exist: point dataset.datamodule.data_dir at a folder with the Zhang et al. CSVs")
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    texts, labels = [], []
+    with path.open(newline="", encoding="utf-8") as f:
+        for n, row in enumerate(csv.reader(f), 1):
+            if len(row) < 2 or not row[0].strip().isdigit() or int(row[0]) < 1:
+                raise UserError(f"{path}:{n} is not a Zhang et al. row (class index >= 1, then text fields): {row[:2]!r}")
+            labels.append(int(row[0]) - 1)
+            texts.append(" ".join(field.replace("\\n", " ").strip() for field in row[1:]))
+    if not texts:
+        raise UserError(f"{path} is empty: it must hold one labelled row per line")
+    return texts, labels
+
+
+def stratified_split(labels: list, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (rest, held_out): `fraction` of every class held out, classes kept in proportion."""
+    if not 0.0 < fraction < 1.0:
+        raise UserError(f"a split fraction must be in (0, 1), got {fraction}")
+    rng = np.random.default_rng(seed)
+    labels_arr = np.asarray([lab if isinstance(lab, int) else -1 for lab in labels])
+    rest, held = [], []
+    for cls in np.unique(labels_arr):
+        idx = rng.permutation(np.flatnonzero(labels_arr == cls))
+        n_held = int(round(fraction * len(idx)))
+        held.append(idx[:n_held])
+        rest.append(idx[n_held:])
+    return np.sort(np.concatenate(rest)), np.sort(np.concatenate(held))
+
+
+def read_local(data_dir: str | Path, split_test_fraction: float | None, split_seed: int) -> tuple[Splits, dict]:
+    """train/test from a local Zhang folder; with only test.csv, split it (stated in the returned info)."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise UserError(f"data folder {data_dir} does not exist: set dataset.datamodule.data_dir (or LANGREPR_DATA_DIR)")
+    has_train = (data_dir / "train.csv").is_file()
+    if split_test_fraction is None:
+        if not has_train:
+            raise UserError(f"{data_dir} has no train.csv: give the full Zhang folder, or set "
+                            "dataset.datamodule.split_test_fraction to split test.csv into train and test")
+        splits = {"train": read_zhang_csv(data_dir / "train.csv"), "test": read_zhang_csv(data_dir / "test.csv")}
+        return splits, {"source": str(data_dir), "split": "official train/test"}
+    texts, labels = read_zhang_csv(data_dir / "test.csv")
+    train_idx, test_idx = stratified_split(labels, split_test_fraction, split_seed)
+    pick = lambda idx: ([texts[i] for i in idx], [labels[i] for i in idx])  # noqa: E731
+    info = {"source": str(data_dir / "test.csv"),
+            "split": f"the official TEST split cut in two here: {len(train_idx)} train / {len(test_idx)} test "
+                     f"(stratified, split_seed={split_seed}); not the official train split"}
+    return {"train": pick(train_idx), "test": pick(test_idx)}, info
+
+
+def read_hub(name: str, cache_dir: str | None = None) -> tuple[Splits, dict]:
+    """The Zhang et al. splits from the HF hub (needs internet the first time)."""
+    if name not in HF_IDS:
+        raise UserError(f"no hub source for data set {name!r}: choose one of {', '.join(HF_IDS)} or give data_dir")
+    import datasets
+
+    hub_id, columns = HF_IDS[name]
+    label_column = LABEL_COLUMNS.get(name, "label")
+    try:
+        ds = datasets.load_dataset(hub_id, cache_dir=cache_dir)
+    except Exception as err:  # offline, renamed dataset, ...: one line that says what to do
+        raise UserError(f"could not load {hub_id} from the HF hub ({type(err).__name__}): go online once, or set "
+                        "dataset.datamodule.data_dir to a local copy of the Zhang et al. CSVs") from None
+    splits = {}
+    for split in ("train", "test"):
+        part = ds[split]
+        texts = [" ".join(str(part[c][i] or "") for c in columns) for i in range(len(part))]
+        splits[split] = (texts, [int(x) for x in part[label_column]])
+    return splits, {"source": f"hf:{hub_id}", "split": "official train/test"}
+
+
+def read_mimic50(data_dir: str | Path) -> tuple[Splits, dict, list[str]]:
+    """MIMIC-III top-50 codes in the Mullenbach et al. (2018) files; returns splits, info and the code list."""
+    data_dir = Path(data_dir) if data_dir else None
+    if data_dir is None or not (data_dir / "train_50.csv").is_file():
+        raise UserError(f"MIMIC-III 50-code files not found in {data_dir}: MIMIC-III is licence-gated (PhysioNet); "
+                        "build train_50.csv/dev_50.csv/test_50.csv with the CAML scripts and set data_dir")
+    rows = {}
+    for split, fname in (("train", "train_50.csv"), ("val", "dev_50.csv"), ("test", "test_50.csv")):
+        with (data_dir / fname).open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            if not {"TEXT", "LABELS"} <= set(reader.fieldnames or []):
+                raise UserError(f"{data_dir / fname} needs the columns TEXT and LABELS (Mullenbach et al. format)")
+            rows[split] = [(r["TEXT"], [c for c in r["LABELS"].split(";") if c]) for r in reader]
+    top = data_dir / "TOP_50_CODES.csv"
+    if top.is_file():
+        codes = [line.strip() for line in top.read_text().splitlines() if line.strip()]
+    else:
+        codes = sorted({c for _, cs in rows["train"] for c in cs})
+    index = {c: i for i, c in enumerate(codes)}
+    splits = {s: ([t for t, _ in r], [[index[c] for c in cs if c in index] for _, cs in r]) for s, r in rows.items()}
+    return splits, {"source": str(data_dir), "split": "Mullenbach et al. 50-code train/dev/test"}, codes

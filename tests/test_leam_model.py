@@ -1,0 +1,160 @@
+"""LEAM equations (models/leam.py) against values computed by hand, and the baselines' shapes/masking."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from langrepr.errors import UserError
+from langrepr.models.leam import (
+    LEAM,
+    attentive_average,
+    class_name_embedding,
+    cosine_compatibility,
+    label_targets,
+    load_glove,
+    make_head,
+    masked_softmax,
+    max_over_labels,
+    phrase_compatibility,
+)
+from langrepr.models.text_baselines import SWEM, BiLSTM, KimCNN, masked_max, masked_mean
+
+
+def test_cosine_compatibility_hand_values_and_padding():
+    # words (3,4) -> unit (0.6, 0.8); (1,0); pad. labels (1,0), (0,2) -> (0,1)
+    v = torch.tensor([[[3.0, 4.0], [1.0, 0.0], [5.0, 5.0]]])
+    c = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    g = cosine_compatibility(v, c, torch.tensor([[1, 1, 0]]))
+    expected = torch.tensor([[[0.6, 0.8], [1.0, 0.0], [0.0, 0.0]]])
+    assert torch.allclose(g, expected, atol=1e-6)
+
+
+def test_phrase_compatibility_depthwise_window3_hand_values():
+    # one label channel pair; G over 4 positions; W_1 = (1, 2, 3), b = (0, -1), 'SAME' zero padding
+    g = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [2.0, 0.0], [0.0, 0.0]]])   # (B=1, L=4, K=2)
+    w, b = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0.0, -1.0])
+    u = phrase_compatibility(g, w, b)
+    # label 0 series (1,0,2,0): l0 = 0*1 + 1*2 + 0*3 = 2; l1 = 1*1 + 0*2 + 2*3 = 7; l2 = 0 + 4 + 0 = 4; l3 = 2*1 = 2
+    # label 1 series (0,1,0,0): l0 = 3-1 = 2; l1 = 2-1 = 1; l2 = 1-1 = 0; l3 = 0-1 -> ReLU 0
+    expected = torch.tensor([[[2.0, 2.0], [7.0, 1.0], [4.0, 0.0], [2.0, 0.0]]])
+    assert torch.allclose(u, expected)
+
+
+def test_phrase_compatibility_full_conv_mixes_labels():
+    # full K->K kernel, window 1: u_l = ReLU(M g_l + b) with M = [[1, 1], [0, -1]]
+    g = torch.tensor([[[1.0, 2.0], [3.0, -1.0]]])
+    weight = torch.tensor([[[1.0], [1.0]], [[0.0], [-1.0]]])   # (out K, in K, W)
+    u = phrase_compatibility(g, weight, torch.zeros(2))
+    assert torch.allclose(u, torch.tensor([[[3.0, 0.0], [2.0, 1.0]]]))
+
+
+def test_max_over_labels_and_masked_softmax_hand_values():
+    u = torch.tensor([[[0.0, 1.0], [2.0, 0.5], [9.0, 9.0]]])
+    m = max_over_labels(u)
+    assert m.tolist() == [[1.0, 2.0, 9.0]]
+    beta = masked_softmax(m, torch.tensor([[1, 1, 0]]))
+    e1, e2 = math.exp(1.0), math.exp(2.0)
+    assert torch.allclose(beta, torch.tensor([[e1 / (e1 + e2), e2 / (e1 + e2), 0.0]]))
+
+
+def test_attentive_average_hand_values():
+    beta = torch.tensor([[0.25, 0.75]])
+    v = torch.tensor([[[4.0, 0.0], [0.0, 8.0]]])
+    assert torch.allclose(attentive_average(beta, v), torch.tensor([[1.0, 6.0]]))
+
+
+def test_heads_linear_and_mlp2_shapes_and_values():
+    linear = make_head(2, 3, "linear", dropout=0.0)
+    with torch.no_grad():
+        linear[1].weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+        linear[1].bias.copy_(torch.tensor([0.0, 0.0, -1.0]))
+    assert torch.allclose(linear(torch.tensor([[2.0, 3.0]])), torch.tensor([[2.0, 3.0, 4.0]]))
+    mlp = make_head(2, 3, "mlp2", hidden=5, dropout=0.0)
+    assert [type(m).__name__ for m in mlp] == ["Dropout", "Linear", "ReLU", "Dropout", "Linear"]
+    assert mlp[1].out_features == 5
+    with pytest.raises(UserError, match="head"):
+        make_head(2, 3, "deep")
+
+
+def test_label_regulariser_targets():
+    assert label_targets(3, multilabel=False).tolist() == [0, 1, 2]
+    assert torch.equal(label_targets(3, multilabel=True), torch.eye(3))
+
+
+def test_class_name_embedding_is_mean_of_name_words():
+    words = torch.tensor([[0.0, 0.0], [9.0, 9.0], [1.0, 3.0], [3.0, 5.0]])
+    c = class_name_embedding(words, [[2, 3], [3, 1]], unk_id=1)   # unknown id 1 is skipped
+    assert torch.allclose(c, torch.tensor([[2.0, 4.0], [3.0, 5.0]]))
+    fallback = class_name_embedding(words, [[1]], unk_id=1, generator=torch.Generator().manual_seed(0))
+    assert fallback.shape == (1, 2)
+
+
+def _tiny(conv="depthwise", head="linear", **kw):
+    torch.manual_seed(0)
+    return LEAM(vocab_size=20, num_labels=3, embed_dim=8, window=3, conv=conv, head=head, hidden=6,
+                dropout=0.0, **kw)
+
+
+@pytest.mark.parametrize("conv,head", [("depthwise", "linear"), ("full", "mlp2"), ("none", "linear")])
+def test_leam_forward_composes_the_equations(conv, head):
+    net = _tiny(conv, head).eval()
+    ids = torch.tensor([[3, 4, 5, 0], [6, 7, 0, 0]])
+    mask = (ids != 0).long()
+    v = net.embedding(ids)
+    g = cosine_compatibility(v, net.label_embedding, mask)
+    u = g if conv == "none" else phrase_compatibility(g, net.phrase_weight, net.phrase_bias)
+    z = attentive_average(masked_softmax(max_over_labels(u), mask), v)
+    assert torch.allclose(net(ids, mask), net.head(z), atol=1e-6)
+    assert net.label_logits().shape == (3, 3)
+    beta, _ = net.attention(ids, mask)
+    assert beta[1, 2:].abs().sum() == 0 and torch.allclose(beta.sum(1), torch.ones(2))
+
+
+def test_leam_parameter_counts_paper_vs_code():
+    depthwise, full = _tiny("depthwise"), _tiny("full")
+    assert depthwise.phrase_weight.numel() == 3 and full.phrase_weight.numel() == 3 * 3 * 3
+    assert depthwise.phrase_bias.numel() == 3
+
+
+def test_leam_bad_input_is_one_clear_error(tmp_path):
+    with pytest.raises(UserError, match="window"):
+        LEAM(vocab_size=10, num_labels=2, embed_dim=4, window=9, max_length=5)
+    with pytest.raises(UserError, match="odd"):
+        LEAM(vocab_size=10, num_labels=2, embed_dim=4, window=4)
+    with pytest.raises(UserError, match="class names for 3 labels"):
+        _tiny().init_label_embeddings([[2], [3]])
+    glove = tmp_path / "glove.txt"
+    glove.write_text("the 0.1 0.2\nof 0.3 0.4\n")
+    with pytest.raises(UserError, match="expected 8"):
+        load_glove(glove, ["[PAD]", "[UNK]", "the"], 8)
+    glove.write_text("the 0.1 x\n")
+    with pytest.raises(UserError, match="not a GloVe line"):
+        load_glove(glove, ["the"], 2)
+
+
+def test_glove_rows_and_label_init_from_class_names(tmp_path):
+    glove = tmp_path / "glove.txt"
+    glove.write_text("sports 1 2 3 4 5 6 7 8\nworld 8 7 6 5 4 3 2 1\n")
+    net = _tiny(glove_path=str(glove))
+    vocab = ["[PAD]", "[UNK]", "sports", "world"] + [f"w{i}" for i in range(16)]
+    net.prepare_embeddings(vocab, [[2], [3], [2, 3]])
+    assert net.embedding.weight[2].tolist() == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert torch.allclose(net.label_embedding[2], torch.full((8,), 4.5))
+
+
+def test_masked_pooling_and_baselines_ignore_padding():
+    v = torch.tensor([[[1.0, -5.0], [3.0, 1.0], [100.0, 100.0]]])
+    mask = torch.tensor([[1, 1, 0]])
+    assert masked_mean(v, mask).tolist() == [[2.0, -2.0]]
+    assert masked_max(v, mask).tolist() == [[3.0, 1.0]]
+    ids = torch.tensor([[3, 4, 5, 0, 0], [6, 0, 0, 0, 0]])
+    longer = torch.cat([ids, torch.zeros(2, 3, dtype=torch.long)], dim=1)   # more padding: same logits
+    for net in (SWEM(20, 3, 8, "concat"), KimCNN(20, 3, 8, widths=(2, 3), filters=4), BiLSTM(20, 3, 8, 5),
+                _tiny()):
+        net.eval()
+        out = net(ids, (ids != 0).long())
+        assert out.shape == (2, 3)
+        assert torch.allclose(out, net(longer, (longer != 0).long()), atol=1e-5), type(net).__name__
