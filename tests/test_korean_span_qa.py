@@ -1,0 +1,42 @@
+"""KorQuAD v1.0 scoring (official normalisation, character-level F1) and Table 4's divided-answer test, by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from langrepr.data.korean.encoding import MorphemeEncoder
+from langrepr.data.korean.korquad import Question
+from langrepr.data.korean.morphemes import analyser_name
+from langrepr.data.korean.token_lists import SPECIALS, TokenList
+from langrepr.tasks.span_qa import answer_divided, exact_match, f1, first_sentence, normalize_answer, score
+
+
+def test_normalisation_removes_korquad_symbols_and_punctuation():
+    assert normalize_answer("《임종석》의 (1989년)!") == "임종석 의 1989년"
+    assert normalize_answer("  ‘A’ , B.  ") == "a b"
+
+
+def test_character_level_f1_by_hand():
+    # prediction chars 1,9,8,9,년,2,월 (7); gold 1,9,8,9,년 (5); common 5 → P = 5/7, R = 1, F1 = 10/12
+    assert f1("1989년 2월", "1989년") == pytest.approx(2 * (5 / 7) * 1 / (5 / 7 + 1))
+    assert f1("서울", "부산") == 0.0
+    assert exact_match("1989년.", "1989년") == 1.0 and exact_match("1989", "1989년") == 0.0
+
+
+def test_score_takes_the_best_gold_answer_and_counts_missing_as_wrong():
+    qs = [Question("a", "t", "c", "q", ("교황", "교황 베네딕토"), 0), Question("b", "t", "c", "q", ("서울",), 0)]
+    result = score({"a": "교황 베네딕토"}, qs)
+    assert result == {"em": 50.0, "f1": 50.0}
+
+
+def test_first_sentence_baseline():
+    q = Question("a", "t", "임종석은 1989년에 수배되었다. 그는 체포되었다.", "q", ("1989년",), 6)
+    assert first_sentence(q) == "임종석은 1989년에 수배되었다."
+
+
+def test_answer_divided_under_each_kind_of_list():
+    multi = MorphemeEncoder(TokenList("bpe_syllable", [*SPECIALS, "교황", "@베", "@네"], analyser_name()))
+    assert not answer_divided(multi, [("교황", "NNG")])
+    assert answer_divided(multi, [("교황", "NNG"), ("베네", "NNP")])        # a multi-hot group
+    base = MorphemeEncoder(TokenList("bpe_base", [*SPECIALS, "교", "##황", "교황/NNG"], analyser_name()))
+    assert not answer_divided(base, [("교황", "NNG")]) and answer_divided(base, [("교황", "NNP")])  # 2 BPE pieces
