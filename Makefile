@@ -12,7 +12,8 @@ RENDER := $(PY) -m langrepr.tables
 .DEFAULT_GOAL := help
 .PHONY: help install test test-all lint smoke bench tables clean \
 	ewe-table1 ewe-table2 ewe-table3 ewe-table4 ewe-table5 \
-	tensorcoder-table1 tensorcoder-table2 tensorcoder-table3
+	tensorcoder-table1 tensorcoder-table2 tensorcoder-table3 \
+	multihot-table1 multihot-table2 multihot-table4
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  \033[1m%-22s\033[0m %s\n", $$1, $$2}'
@@ -43,6 +44,7 @@ bench: $(STAMP) ## benchmarks: ratios measured in one run, written to outputs/be
 	$(PY) scripts/bench_ewe.py
 	$(PY) scripts/bench_loader_wait.py
 	$(PY) scripts/bench_tensorcoder.py
+	$(PY) scripts/bench_multihot.py
 
 tables: $(STAMP) ## render every table from the runs already in outputs/ (no training)
 	$(RENDER) all --profile $(PROFILE)
@@ -68,6 +70,10 @@ tensorcoder-table2: ## TensorCoder Table 2: WMT16 En-De BLEU + FLOPs
 tensorcoder-table3: ## TensorCoder Table 3: IWSLT16 En-De BLEU + FLOPs
 $(foreach n,1 2 3 4 5,$(eval $(call TABLE_RULE,ewe-table$(n),ewe_table$(n))))
 $(foreach n,1 2 3,$(eval $(call TABLE_RULE,tensorcoder-table$(n),tensorcoder_table$(n))))
+multihot-table1: ## Multi-hot LM Table 1: token-list sizes (kiwipiepy analysis, cached; needs LANGREPR_DATA_DIR for quick)
+multihot-table2: ## Multi-hot LM Table 2: the three MLM losses (small model, BPE + syllable list)
+multihot-table4: ## Multi-hot LM Table 4: KorQuAD answers divided / not divided by each token list
+$(foreach n,1 2 4,$(eval $(call TABLE_RULE,multihot-table$(n),multihot_table$(n))))
 
 clean: ## remove smoke outputs and caches (keeps finished runs and rendered tables)
 	rm -rf outputs/smoke outputs/cache .pytest_cache .ruff_cache
