@@ -70,3 +70,30 @@ def test_ddp_two_cpu_processes_keep_the_batch_and_reduce_metrics(compose_cfg, tm
         assert written["metrics"][key] == pytest.approx(whole[key], abs=1e-6), key
     # ... and the whole split is not what half of it gives, so equality above is not a coincidence
     assert any(abs(half[k] - whole[k]) > 1e-4 for k in keys)
+
+
+@pytest.mark.slow  # each local job is a fresh Python process importing torch: ~1 min per round on 2 busy cores
+def test_submitit_local_runs_each_cell_as_an_independent_resumable_job(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="pip install -e '.[cluster]'")
+    from conftest import run_cli
+
+    out = tmp_path / "outputs"
+    args = ("langrepr.train", "-m", "hydra/launcher=submitit_local", "experiment=ewe_table1",
+            "model=bert_ewe,albert_ewe", f"paths.output_root={out}")
+    first = run_cli(*args, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    sweep = out / "exact" / "ewe_table1"
+    jobs = sorted(p.name for p in (sweep / ".submitit").iterdir() if p.name.isdigit())   # folders named by job id
+    assert len(jobs) == 2                                           # one job per cell, each with its own result
+    assert all(any((sweep / ".submitit" / j).glob("*_result.pkl")) for j in jobs)
+    cells = {m: sweep / f"model={m}" / "metrics.json" for m in ("bert_ewe", "albert_ewe")}
+    assert all(json.loads(p.read_text())["status"] == "finished" for p in cells.values())
+    kept = cells["albert_ewe"].read_text()
+    cells["bert_ewe"].unlink()                                      # that cell's result is lost; the other stands
+    second = run_cli(*args, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    new_jobs = [j for j in (sweep / ".submitit").iterdir() if j.name.isdigit() and j.name not in jobs]
+    logs = {j.name: "".join(p.read_text() for p in j.glob("*_log.*")) for j in new_jobs}
+    assert len(new_jobs) == 2 and sum("already finished" in text for text in logs.values()) == 1
+    assert cells["albert_ewe"].read_text() == kept                  # skipped, not rerun
+    assert json.loads(cells["bert_ewe"].read_text())["status"] == "finished"   # rerun on its own
