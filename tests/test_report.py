@@ -131,3 +131,11 @@ def test_explain_bad_input_is_one_line_exit_2(outputs, capsys, args, message):
         tables_main(["explain", *args, "--outputs", str(outputs)])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and message in err and err.strip().count("\n") == 0
+
+
+def test_report_flags_run_folders_newer_than_the_rendered_table(outputs):
+    run = next((outputs / "quick" / "toy").iterdir())
+    record = json.loads((run / "metrics.json").read_text())
+    (run / "metrics.json").write_text(json.dumps({**record, "commit": "def5678"}))
+    md = build_report(outputs)[0].read_text()
+    assert "1 run folder(s) were written at a commit the rendered table does not list" in md

@@ -83,7 +83,7 @@ def run_provenance(run_dir: str | Path, root: Path = Path(".")) -> dict:
     info.update({
         "status": record.get("status"), "seed": record.get("seed"), "commit": record.get("commit"),
         "fingerprint": record.get("fingerprint"), "wall_time_s": record.get("wall_time_s"),
-        "data_digest": data_digest(record.get("data") or {}), "synthetic": (record.get("data") or {}).get("synthetic"),
+        "data_digest": record.get("data_digest") or data_digest(record.get("data") or {}), "synthetic": (record.get("data") or {}).get("synthetic"),
         "profile": record.get("profile"), "run_id": record.get("run_id"),
         "overrides": list(overrides if overrides is not None else record.get("overrides", [])),
         "overrides_source": ".hydra/overrides.yaml" if overrides is not None else "metrics.json",

@@ -85,6 +85,10 @@ def read_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return dict(curves)
 
 
+def run_commit(run_dir: Path) -> str | None:
+    return json.loads((run_dir / "metrics.json").read_text()).get("commit")
+
+
 def monitored_metric(run_dir: Path) -> str:
     cfg = run_dir / "config_resolved.yaml"
     data = yaml.safe_load(cfg.read_text()) if cfg.exists() else {}
@@ -191,9 +195,13 @@ def plot_learning_curves(entry: dict, outputs: Path, img_dir: Path) -> tuple[Pat
     save_figure(fig, path)
     band = ("line = mean over seeds, band = min–max over seeds" if max(seeds) > 1
             else "one seed per line: no band")
-    missing = wanted and sum(len(v) for v in groups.values()) < len(
-        {r for row in table["rows"] for c in row["cells"].values() for r in c.get("runs", [])})
-    note = " Some run folders named by the table are not on this machine." if missing else ""
+    named = {r for row in table["rows"] for c in row["cells"].values() for r in c.get("runs", [])}
+    present = {d for dirs in groups.values() for d in dirs}
+    note = " Some run folders named by the table are not on this machine." if len(present) < len(named) else ""
+    stale = sorted(d.name for d in present if run_commit(d) not in str(table.get("commit", "")).split(","))
+    if stale:  # a cell rerun after rendering: its curve may not be the run behind the number in the table
+        note += (f" {len(stale)} run folder(s) were written at a commit the rendered table does not list "
+                 f"(rerun after rendering; re-render with `make tables PROFILE={table.get('profile')}`).")
     return path, f"Learning curves from the runs' CSV logs ({band}; seeds per line: " \
                  f"{', '.join(map(str, seeds))}).{note}"
 
