@@ -59,6 +59,8 @@ def outputs(tmp_path):
         "name": "tensorcoder_scaling_exponent", "value": 1.0, "target": "<= 1.1",
         "details": {"sdpa_exponent": 2.0, "crossover_n": 1024, "fit_n": [256, 512, 1024], "min_forward_s": times,
                     "d": 64, "batch": 1, "device": "cpu", "threads": 1}}))
+    (out / "bench" / "several.json").write_text(json.dumps([{"name": "a_ratio", "ratio": 0.5, "target": "<= 1"},
+                                                            {"name": "no_value"}]))
     return out
 
 
@@ -78,6 +80,7 @@ def test_report_gathers_tables_curves_and_scaling(outputs):
     assert "Not rendered yet" in md and "ewe-table1" in md                  # experiments with no table JSON
     assert "band = min–max over seeds" in md and "img/curves_toy_quick.png" in md
     assert "TensorCoder 1.00" in md and "SDPA 2.00" in md                    # exponents as the bench fitted them
+    assert "| a_ratio | 0.5 | <= 1 | several.json |" in md and "| tensorcoder_scaling_exponent | 1 |" in md
     for png in ("curves_toy_quick.png", "tensorcoder_scaling.png"):
         assert (md_path.parent / "img" / png).read_bytes().startswith(PNG_MAGIC)
     html = html_path.read_text()

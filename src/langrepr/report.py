@@ -183,7 +183,8 @@ def plot_learning_curves(entry: dict, outputs: Path, img_dir: Path) -> tuple[Pat
                     marker="o" if metric != "train/loss" else None, ms=3)
             if len(series) > 1:
                 ax.fill_between(steps, low, high, color=colours(i % 10), alpha=0.2, lw=0)
-                ax.vlines(steps, low, high, color=colours(i % 10), alpha=0.5, lw=1)  # visible at lone points too
+                if metric != "train/loss":  # sparse validation points: show each one's spread too
+                    ax.vlines(steps, low, high, color=colours(i % 10), alpha=0.5, lw=1)
     seeds = sorted({ln["seeds"] for ln in lines})
     for ax, metric in zip(axes[0], panels):
         ax.set_title(metric)
@@ -281,14 +282,15 @@ def bench_rows(bench_dir: Path) -> list[str]:
     rows = []
     for path in sorted(bench_dir.glob("*.json")):
         try:
-            result = json.loads(path.read_text())
+            results = json.loads(path.read_text())
         except json.JSONDecodeError:
             continue
-        value = result.get("value", result.get("ratio"))
-        if not isinstance(result, dict) or value is None:
-            continue
-        shown = f"{value:.3g}" if isinstance(value, (int, float)) else str(value)
-        rows.append(f"| {result.get('name', path.stem)} | {shown} | {result.get('target', '—')} | {path.name} |")
+        for result in results if isinstance(results, list) else [results]:  # one result or a list of them
+            value = result.get("value", result.get("ratio")) if isinstance(result, dict) else None
+            if value is None:
+                continue
+            shown = f"{value:.3g}" if isinstance(value, (int, float)) else str(value)
+            rows.append(f"| {result.get('name', path.stem)} | {shown} | {result.get('target', '—')} | {path.name} |")
     return rows
 
 
