@@ -73,6 +73,8 @@ def test_seed_band_and_loglog_fit_by_hand():
 
 
 def test_report_gathers_tables_curves_and_scaling(outputs):
+    (outputs / "figures").mkdir()
+    (outputs / "figures" / "toy_figure3.png").write_bytes(PNG_MAGIC + b"paper figure")   # a paper's own figure
     md_path, html_path = build_report(outputs)
     md = md_path.read_text()
     assert "| [toy](#toyquick) | quick | 1/2 | 1, 2 | 1 not judged, 1 within noise | `abc1234` |" in md
@@ -84,7 +86,8 @@ def test_report_gathers_tables_curves_and_scaling(outputs):
     for png in ("curves_toy_quick.png", "tensorcoder_scaling.png"):
         assert (md_path.parent / "img" / png).read_bytes().startswith(PNG_MAGIC)
     html = html_path.read_text()
-    assert html.count("data:image/png;base64,") == 2 and 'src="img/' not in html   # self-contained
+    assert "## Paper figures" in md and "](../figures/toy_figure3.png)" in md
+    assert html.count("data:image/png;base64,") == 3 and 'src="img/' not in html   # self-contained
     assert "<table>" in html and "Toy table" in html
 
 
