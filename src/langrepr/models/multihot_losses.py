@@ -3,7 +3,7 @@
 A masked position's answer is a group of token ids (one id for an ordinary token, the `@`-syllables of a
 morpheme otherwise; duplicates count, so 'e' in Archimedes has y = 2 and n = 10). Groups arrive as
 `target_ids (M, G)` with `target_mask (M, G)`; only the answer slots are gathered, the vocabulary enters through
-one log-sum-exp per position, so the cost is that of plain cross-entropy (see scripts/bench_multihot.py).
+one fused log-softmax per position, so the cost is that of plain cross-entropy (see scripts/bench_multihot.py).
 
 Dims: M masked positions, V vocabulary, G group slots.
 
@@ -32,8 +32,12 @@ def slot_counts(target_ids: torch.Tensor, target_mask: torch.Tensor) -> tuple[to
 
 
 def answer_log_probs(logits: torch.Tensor, target_ids: torch.Tensor) -> torch.Tensor:
-    """Log S(O)_k at each answer slot (M, G): one log-sum-exp over V per position plus a gather."""
-    return logits.gather(1, target_ids) - torch.logsumexp(logits, dim=1, keepdim=True)
+    """Log S(O)_k at each answer slot (M, G): one fused log-softmax over V plus a gather.
+
+    The same two kernels as plain cross-entropy (log_softmax + nll); `logits.gather - logsumexp` is equal in
+    value but its backward takes two extra dense passes over (M, V), ~1.9x the time of CE at V = 20k.
+    """
+    return F.log_softmax(logits, dim=1).gather(1, target_ids)
 
 
 def softmax_ce(logits, target_ids, target_mask) -> torch.Tensor:
