@@ -158,3 +158,48 @@ def test_masked_pooling_and_baselines_ignore_padding():
         out = net(ids, (ids != 0).long())
         assert out.shape == (2, 3)
         assert torch.allclose(out, net(longer, (longer != 0).long()), atol=1e-5), type(net).__name__
+
+
+def test_label_regulariser_loss_weight_and_targets():
+    from functools import partial
+
+    from langrepr.tasks.label_embedding import LabelRegularisedMultilabelTask, LabelRegularisedSingleLabelTask
+
+    net = _tiny(label_penalty=1.0)
+    with torch.no_grad():   # head(c_k) = c_k[:3]: logits of label k are its own first 3 coordinates
+        net.label_embedding.copy_(torch.tensor([[2.0, 0, 0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0, 0, 0],
+                                                [0, 0, 0, 0, 0, 0, 0, 0]]))
+        net.head[1].weight.copy_(torch.eye(3, 8))
+        net.head[1].bias.zero_()
+    single = LabelRegularisedSingleLabelTask(net, partial(torch.optim.Adam), num_labels=3)
+    e = math.e
+    expected = (-math.log(e**2 / (e**2 + 2)) - math.log(e / (e + 2)) - math.log(1 / 3)) / 3
+    assert single.label_regulariser().item() == pytest.approx(expected, rel=1e-5)
+    net.label_penalty = 0.0
+    assert single.label_regulariser() is None
+    net.label_penalty = 2.0
+    multi = LabelRegularisedMultilabelTask(net, partial(torch.optim.Adam), num_labels=3)
+    logits = net.label_logits()
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.eye(3))
+    assert multi.label_regulariser().item() == pytest.approx(2.0 * bce.item(), rel=1e-5)
+
+
+def test_precision_at_k_hand_values():
+    from langrepr.tasks.label_embedding import PrecisionAtK
+
+    metric = PrecisionAtK(k=2)
+    metric.update(torch.tensor([[0.9, 0.1, 0.8], [0.2, 0.7, 0.6]]), torch.tensor([[1, 0, 0], [0, 1, 1]]))
+    assert metric.compute().item() == pytest.approx((0.5 + 1.0) / 2)
+
+
+def test_present_label_auroc_skips_labels_without_both_classes():
+    from langrepr.tasks.label_embedding import PresentLabelAUROC
+
+    scores = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.8, 0.5], [0.6, 0.3, 0.5]])
+    labels = torch.tensor([[1, 0, 0], [0, 1, 0], [0, 0, 0]])       # label 2 never positive: left out
+    macro, micro = PresentLabelAUROC("macro"), PresentLabelAUROC("micro")
+    macro.update(scores, labels)
+    micro.update(scores, labels)
+    assert macro.compute().item() == pytest.approx(1.0)            # both present labels rank perfectly
+    # micro over labels 0-1: positives 0.9, 0.8 vs negatives 0.2, 0.6, 0.1, 0.3 -> all pairs ordered
+    assert micro.compute().item() == pytest.approx(1.0)

@@ -10,6 +10,9 @@ BiLSTM) trains exactly as with the plain task, so one dataset config serves ever
 from __future__ import annotations
 
 import torch
+from torchmetrics import Metric, MetricCollection
+from torchmetrics.classification import MultilabelF1Score
+from torchmetrics.functional.classification import binary_auroc
 
 from langrepr.models.leam import label_targets
 from langrepr.tasks.classification import MultilabelClassificationTask, SingleLabelClassificationTask
@@ -52,7 +55,65 @@ class LabelRegularisedSingleLabelTask(_LabelRegularised, SingleLabelClassificati
     """Single-label (softmax CE, eq. 7) with the label regulariser; accuracy as the metric."""
 
 
+class PrecisionAtK(Metric):
+    """P@k (Mullenbach et al. 2018): the share of each document's k highest-scored labels that are true, averaged."""
+
+    def __init__(self, k: int = 5):
+        super().__init__()
+        self.k = k
+        self.add_state("hits", default=torch.tensor(0.0), dist_reduce_fx="sum")
+        self.add_state("docs", default=torch.tensor(0.0), dist_reduce_fx="sum")
+
+    def update(self, scores: torch.Tensor, labels: torch.Tensor) -> None:
+        top = scores.topk(min(self.k, scores.shape[-1]), dim=-1).indices
+        self.hits += labels.float().gather(-1, top).sum() / top.shape[-1]
+        self.docs += scores.shape[0]
+
+    def compute(self) -> torch.Tensor:
+        return self.hits / self.docs.clamp(min=1.0)
+
+
+class PresentLabelAUROC(Metric):
+    """Macro or micro ROC AUC over the labels that have both positive and negative documents in the split.
+
+    Why not torchmetrics' MultilabelAUROC: it scores a label with no positives as 0, which drags the macro
+    average down by the share of absent labels; scikit-learn (and the label-prior row) leave them out.
+    """
+
+    def __init__(self, average: str = "macro"):
+        super().__init__()
+        self.average = average
+        self.add_state("scores", default=[], dist_reduce_fx="cat")
+        self.add_state("labels", default=[], dist_reduce_fx="cat")
+
+    def update(self, scores: torch.Tensor, labels: torch.Tensor) -> None:
+        self.scores.append(scores.float())
+        self.labels.append(labels.long())
+
+    def compute(self) -> torch.Tensor:
+        scores, labels = torch.cat(self.scores), torch.cat(self.labels)
+        positives = labels.sum(0)
+        present = (positives > 0) & (positives < labels.shape[0])
+        if not present.any():
+            return torch.tensor(float("nan"))
+        scores, labels = scores[:, present], labels[:, present]
+        if self.average == "micro":
+            return binary_auroc(scores.flatten(), labels.flatten())
+        return torch.stack([binary_auroc(scores[:, j], labels[:, j]) for j in range(labels.shape[1])]).mean()
+
+
 class LabelRegularisedMultilabelTask(_LabelRegularised, MultilabelClassificationTask):
-    """Multi-label (sigmoid BCE, eq. 8) with the label regulariser; micro F1/P/R as the metric."""
+    """Multi-label (sigmoid BCE, eq. 8) with the label regulariser.
+
+    Metrics: the shared micro F1/P/R plus LEAM Table 5's macro F1, macro/micro AUC and P@5.
+    """
 
     multilabel = True
+
+    def make_metrics(self) -> MetricCollection:
+        metrics = super().make_metrics()
+        n = self.num_labels
+        metrics.add_metrics({"f1_macro": MultilabelF1Score(num_labels=n, threshold=self.threshold, average="macro"),
+                             "auc_macro": PresentLabelAUROC("macro"), "auc_micro": PresentLabelAUROC("micro"),
+                             "p@5": PrecisionAtK(5)})
+        return metrics

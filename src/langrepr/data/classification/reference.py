@@ -70,8 +70,27 @@ def bow_logistic_regression(datamodule: DictConfig, tokenizer: DictConfig, outpu
             "reference/features": float(x_train.shape[1])}
 
 
+def label_prior(datamodule: DictConfig, tokenizer: DictConfig, output_dir: str | None = None,
+                threshold: float = 0.5) -> dict[str, float]:
+    """Multi-label reference row: every test document scored with the training label frequencies.
+
+    Reads labels through the datamodule's own loaders, so it works for any multi-label datamodule
+    (MIMIC-III 50, the synthetic or real patents) and sees the rows the nets see.
+    """
+    dm = _datamodule(datamodule, tokenizer)
+    train = torch.cat([b["labels"] for b in dm.train_dataloader()]).float()
+    prior = train.mean(0).numpy()
+    out = {"reference/train_docs": float(len(train))}
+    loaders = dm.test_dataloader()
+    for name, loader in zip(getattr(dm, "test_splits", ["test"]), loaders if isinstance(loaders, list) else [loaders]):
+        test = torch.cat([b["labels"] for b in loader]).numpy()
+        labels = [np.flatnonzero(row).tolist() for row in test]
+        out.update(multilabel_scores(np.tile(prior, (len(test), 1)), labels, test.shape[1], threshold, split=name))
+    return out
+
+
 def multilabel_scores(scores: np.ndarray, labels: list[list[int]], num_labels: int, threshold: float = 0.5,
-                      k: int = 5) -> dict[str, float]:
+                      k: int = 5, split: str = "test") -> dict[str, float]:
     """Table 5 metrics (Mullenbach et al.): macro/micro F1 at `threshold`, macro/micro AUC, P@k."""
     from sklearn.metrics import f1_score, roc_auc_score
 
@@ -81,12 +100,14 @@ def multilabel_scores(scores: np.ndarray, labels: list[list[int]], num_labels: i
     pred = (scores >= threshold).astype(np.int64)
     present = truth.sum(0) > 0
     present &= truth.sum(0) < len(truth)          # AUC needs both classes of a label in the test split
+    if not present.any():
+        raise UserError("no label has both positive and negative test documents: AUC is undefined; use more test rows")
     top = np.argsort(-scores, axis=1)[:, :k]
-    return {"test/test/f1_macro": float(f1_score(truth, pred, average="macro", zero_division=0)),
-            "test/test/f1_micro": float(f1_score(truth, pred, average="micro", zero_division=0)),
-            "test/test/auc_macro": float(roc_auc_score(truth[:, present], scores[:, present], average="macro")),
-            "test/test/auc_micro": float(roc_auc_score(truth[:, present], scores[:, present], average="micro")),
-            f"test/test/p@{k}": float(np.take_along_axis(truth, top, axis=1).mean())}
+    return {f"test/{split}/f1_macro": float(f1_score(truth, pred, average="macro", zero_division=0)),
+            f"test/{split}/f1": float(f1_score(truth, pred, average="micro", zero_division=0)),
+            f"test/{split}/auc_macro": float(roc_auc_score(truth[:, present], scores[:, present], average="macro")),
+            f"test/{split}/auc_micro": float(roc_auc_score(truth[:, present], scores[:, present], average="micro")),
+            f"test/{split}/p@{k}": float(np.take_along_axis(truth, top, axis=1).mean())}
 
 
 def time_training_iterations(net: DictConfig, vocab_size: int, num_labels: int, batch_size: int, length: int,
