@@ -43,9 +43,10 @@ def outputs(tmp_path):
     a2 = write_run(out, "dataset=s,model=a", 2, [1.2, 0.9, 0.5], [(2, 0.7)], 0.62)
     table = {
         "table": "toy", "title": "Toy table", "profile": "quick", "commit": "abc1234", "columns": ["F1"],
-        "rows": [{"key": "A", "cells": {"F1": {"ours": 61.0, "paper": 60.0, "std": 1.4142, "runs": [a1, a2]}}},
+        "rows": [{"key": "A", "cells": {"F1": {"ours": 61.0, "paper": 60.0, "std": 1.4142, "runs": [a1, a2],
+                                               "n": 2, "seeds": [1, 2], "commits": ["abc1234"]}}},
                  {"key": "B", "cells": {"F1": {"ours": None, "paper": 50.0, "std": None, "runs": []}}}],
-        "claims": [{"text": "A beats B", "holds": None}, {"text": "A beats C", "holds": "within noise"}],
+        "claims": [{"text": "A beats B", "holds": None}, {"text": "A beats C", "holds": "noise"}],
         "seeds": [1, 2], "data": "", "notes": [],
     }
     (out / "tables").mkdir()
@@ -113,7 +114,7 @@ def test_explain_prints_runs_seeds_and_reproduce_command(outputs, capsys):
     assert text.count("seed ") == 2 and "commit abc1234" in text and "config fingerprint fp2" in text
     assert "data manifest digest: d1g3st (synthetic data)" in text and "wall time: 12.5 s" in text
     assert "reproduce: python -m langrepr.train experiment=toy profile=quick model=a seed=1 ckpt_path=auto" in text
-    assert "whole table: make toy PROFILE=quick" in text
+    assert "whole table: make toy PROFILE=quick" in text and "seeds: 1, 2 (n = 2) · commits: abc1234" in text
 
 
 def test_explain_not_run_cell_and_missing_run_folder(outputs, capsys):

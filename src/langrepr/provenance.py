@@ -120,6 +120,7 @@ def explain(table_name: str, row: str, column: str, profile: str | None = None,
     return {"table": table["table"], "json": str(path), "profile": table.get("profile"), "row": row,
             "column": column, "ours": cell.get("ours"), "std": cell.get("std"), "paper": cell.get("paper"),
             "table_commit": table.get("commit"), "runs": runs,
+            "cell_seeds": cell.get("seeds"), "cell_commits": cell.get("commits"), "n": cell.get("n"),
             "sweep_command": f"make {make_target(table['table'])} PROFILE={table.get('profile', 'full')}"}
 
 
@@ -136,6 +137,9 @@ def format_explanation(info: dict) -> str:
              f"  ours: {num(info['ours'])}" + (f" ± {num(info['std'])}" if info["std"] is not None else "")
              + f" · paper: {num(info['paper'])} · table commit: {info['table_commit']}",
              f"  from: {info['json']}"]
+    if info.get("cell_seeds") is not None:  # recorded in the table itself, so known even without the run folders
+        lines.append(f"  seeds: {', '.join(map(str, info['cell_seeds'])) or 'none'} (n = {info.get('n')}) · "
+                     f"commits: {', '.join(info.get('cell_commits') or []) or 'none'}")
     if not info["runs"]:
         lines.append("  not run: no finished run fills this cell "
                      f"(run the sweep: {info['sweep_command']}, then re-render)")

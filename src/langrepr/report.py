@@ -35,7 +35,7 @@ import yaml
 from langrepr.errors import UserError
 from langrepr.utils import PROJECT_ROOT, git_commit, write_text_atomic
 
-CLAIM_MARKS = {True: "✓", False: "✗", None: "not judged"}
+CLAIM_MARKS = {True: "✓", False: "✗", None: "not judged", "noise": "within noise"}  # "noise": gap ≤ seed std
 SEED_PART = re.compile(r"(^|,)seed=[^,]*")
 
 
@@ -43,7 +43,7 @@ SEED_PART = re.compile(r"(^|,)seed=[^,]*")
 
 def claim_mark(holds: Any) -> str:
     """✓ / ✗ / not judged, or the renderer's own word (e.g. "within noise") when it is a string."""
-    return holds if isinstance(holds, str) else CLAIM_MARKS.get(holds, str(holds))
+    return CLAIM_MARKS.get(holds, str(holds))
 
 
 def load_tables(outputs: Path) -> list[dict]:
