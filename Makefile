@@ -53,10 +53,11 @@ tables: $(STAMP) ## render every table from the runs already in outputs/ (no tra
 report: $(STAMP) ## one results page from what has run: outputs/report/report.{md,html} (tables, curves, bench plots)
 	$(PY) -m langrepr.report
 
-# one target per paper table: run the experiment's cells (finished cells are skipped), then render
+# one target per paper table: run the experiment's cells (finished cells are skipped), then render;
+# ARGS adds Hydra overrides, e.g. ARGS="trainer=ddp trainer.devices=4" or ARGS="hydra/launcher=submitit_slurm"
 define TABLE_RULE
 $(1): $$(STAMP)
-	$$(RUN) -m experiment=$(2) profile=$$(PROFILE) ckpt_path=auto
+	$$(RUN) -m experiment=$(2) profile=$$(PROFILE) ckpt_path=auto $$(ARGS)
 	$$(RENDER) $(2) --profile $$(PROFILE)
 endef
 
