@@ -11,6 +11,7 @@ from langrepr.models.tensorcoder_attention import (
     MaskedTensorCoderAttention,
     TensorCoderAttention,
     TensorCoderCrossAttention,
+    score_scale,
 )
 
 
@@ -76,6 +77,18 @@ def test_encoder_matches_paper_equations(n_filters, scale, normalize):
     attn = TensorCoderAttention(8, d_head=5, n_filters=n_filters, scale=scale, normalize=normalize).eval()
     x = torch.randn(2, 7, 8)
     torch.testing.assert_close(attn(x), naive_encoder(attn, x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_score_scale_is_exact_in_the_callers_dtype(dtype):
+    """1/sqrt(3) etc. in the scores' own dtype: float64 callers must not get float32-rounded factors."""
+    counts = torch.tensor([1, 3, 7])
+    for mode, want in (("sqrt_n", [1.0, 3**-0.5, 7**-0.5]), ("n", [1.0, 1 / 3, 1 / 7]), ("sqrt_d", [3**-0.5] * 3)):
+        got = score_scale(counts, 3, mode, dtype)
+        assert got.dtype == dtype
+        tol = 1e-15 if dtype == torch.float64 else 2e-7  # a float32-rounded 1/sqrt(3) is off by 1.8e-8
+        torch.testing.assert_close(got, torch.tensor(want, dtype=torch.float64).to(dtype), rtol=tol, atol=0)
+    assert score_scale(counts, 3, "sqrt_n", torch.float16).dtype == torch.float32  # half is computed in float32
 
 
 def test_encoder_padding_is_masked_out():

@@ -6,6 +6,7 @@ shared/data (written to tmp_path), so they need no network and no real data.
 
 import gzip
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,89 @@ def test_train_end_to_end_at_smoke_size(compose_cfg, tmp_path, experiment, model
         assert key in record["metrics"], (key, record["metrics"])
     assert record["params"]["embedding"] > 0
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["status"] == "finished"
+
+
+# ---------------------------------------------------------------- reference rows (stage: pipeline)
+class _ToyLMData:
+    """The datamodule surface `masked_unigram_nll` reads, with hand-checkable tokens."""
+
+    name, test_splits = "toy", ["test"]
+    net_kwargs = {"vocab_size": 4}
+    task_kwargs = {"mask_token_id": 1, "num_special_tokens": 2}
+
+    def prepare_data(self):
+        pass
+
+    def setup(self, stage):
+        pass
+
+    @staticmethod
+    def _batch(ids, real):
+        return {"input_ids": torch.tensor([ids]), "attention_mask": torch.tensor([real])}
+
+    def train_dataloader(self):
+        return [self._batch([2, 2, 3, 0], [1, 1, 1, 0])]  # counts: id 2 twice, id 3 once; padding ignored
+
+    def val_dataloader(self):
+        return [self._batch([2, 3], [1, 1])]
+
+    def test_dataloader(self):
+        return [[self._batch([3, 3], [1, 1])]]
+
+
+def test_unigram_reference_by_hand(tmp_path):
+    from langrepr.tasks.references_lm import masked_unigram_nll
+
+    # add-1 counts over V = 4: [1, 1, 3, 2] / 7; mask_prob ~1 chooses every real token
+    got = masked_unigram_nll(_ToyLMData(), str(tmp_path), mask_prob=1 - 1e-9)
+    assert got["val/nll"] == pytest.approx(-(math.log(3 / 7) + math.log(2 / 7)) / 2)
+    assert got["val/nll_best"] == got["val/nll"]
+    assert got["test/test/nll"] == pytest.approx(-math.log(2 / 7))
+
+
+class _ToyMTData:
+    name, test_splits = "toy", ["test"]
+    net_kwargs = {"eos_token_id": 2}
+    words = {3: "ein", 4: "kleines", 5: "Haus", 6: "am", 7: "See"}
+
+    def prepare_data(self):
+        pass
+
+    def setup(self, stage):
+        pass
+
+    def detokenize(self, ids):
+        return " ".join(self.words[i] for i in ids)
+
+    def _loader(self, refs):
+        return [{"input_ids": torch.tensor([[3, 4, 5, 6, 7, 2, 0], [5, 6, 7, 3, 4, 2, 0]]),
+                 "attention_mask": torch.tensor([[1] * 6 + [0]] * 2), "references": refs}]
+
+    def val_dataloader(self):
+        return self._loader(["ein kleines Haus am See", "Haus am See ein kleines"])  # exact copies: BLEU 100
+
+    def test_dataloader(self):
+        return [self._loader(["kein Boot", "gar nichts"])]  # no word in common: BLEU 0
+
+
+def test_copy_source_reference(tmp_path):
+    from langrepr.tasks.references_lm import copy_source_bleu
+
+    got = copy_source_bleu(_ToyMTData(), str(tmp_path))
+    assert got["val/bleu"] == pytest.approx(100.0) and got["test/test/bleu"] == pytest.approx(0.0)
+    examples = json.loads((tmp_path / "copy_source_test.json").read_text())["examples"]
+    assert examples[0] == {"hyp": "ein kleines Haus am See", "ref": "kein Boot"}  # EOS and padding are not copied
+
+
+@pytest.mark.parametrize(("experiment", "model", "metric"), [
+    ("tensorcoder_table1", "reference_unigram_lm", "val/nll_best"),
+    ("tensorcoder_table3", "reference_copy_source", "test/test/bleu"),
+])
+def test_reference_cells_run_through_train(compose_cfg, tmp_path, experiment, model, metric):
+    data = _fake_shared_data(tmp_path / "data")
+    overrides = [f"experiment={experiment}", "profile=quick", f"model={model}", f"paths.data_dir={data}"]
+    overrides += (["dataset=ptb"] if experiment == "tensorcoder_table1"
+                  else ["dataset=multi30k", "dataset.datamodule.vocab_size=200"])
+    record = train(compose_cfg(*overrides), tmp_path / "run")
+    assert record["status"] == "finished" and record["params"] == {}
+    assert metric in record["metrics"] and record["metrics"][metric] >= 0

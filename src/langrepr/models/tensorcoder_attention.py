@@ -43,9 +43,13 @@ NORMALIZERS = ("softmax", "scale")
 
 
 # --------------------------------------------------------------------------- pure functions
-def score_scale(n_tokens: Tensor, d: int, scale: str) -> Tensor:
-    """Multiplier applied to S before f; ``n_tokens`` is any shape of token counts (>= 1)."""
-    n = n_tokens.clamp(min=1).to(torch.float32)
+def score_scale(n_tokens: Tensor, d: int, scale: str, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Multiplier applied to S before f; ``n_tokens`` is any shape of token counts (>= 1).
+
+    Computed in ``dtype`` (the scores' dtype; half precision is promoted to float32), so float64 callers
+    get float64-exact factors rather than float32-rounded ones.
+    """
+    n = n_tokens.clamp(min=1).to(torch.promote_types(dtype, torch.float32))
     if scale == "sqrt_n":
         return n.rsqrt()
     if scale == "n":
@@ -75,7 +79,7 @@ def dimensionwise_scores(q: Tensor, k: Tensor, mask: Tensor | None = None, scale
     else:
         n_tokens = torch.full(q.shape[:1], q.shape[1], device=q.device)
     s = torch.einsum("bnj,bnk->bjk", q, k)  # (B, d, d)
-    return s * score_scale(n_tokens, q.shape[-1], scale).to(s.dtype)[:, None, None]
+    return s * score_scale(n_tokens, q.shape[-1], scale, s.dtype).to(s.dtype)[:, None, None]
 
 
 def dimensionwise_mix(v: Tensor, attn: Tensor, filters: Tensor) -> Tensor:
@@ -115,7 +119,7 @@ def causal_dimensionwise_attention(
         counts = mask.long().cumsum(dim=1)  # (B, T) real tokens seen so far
     else:
         counts = torch.arange(1, t_len + 1, device=q.device).expand(b, t_len)
-    factor = score_scale(counts, d, scale).to(q.dtype)  # (B, T)
+    factor = score_scale(counts, d, scale, q.dtype).to(q.dtype)  # (B, T)
     state = None  # unscaled S at the end of the previous chunk, (B, d, d)
     outputs = []
     for start in range(0, t_len, chunk_size):

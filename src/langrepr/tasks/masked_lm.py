@@ -20,6 +20,7 @@ from torchmetrics import MeanMetric, MinMetric
 from langrepr.tasks.optim import configure
 
 IGNORE_INDEX = -100
+EVAL_MASK_SEED = 1234  # default seed of the fixed validation/test masks
 
 
 def mask_tokens(
@@ -52,6 +53,17 @@ def mask_tokens(
     return corrupted, labels
 
 
+def eval_mask_generator(seed: int, batch_idx: int, dataloader_idx: int = 0) -> torch.Generator:
+    """The generator of batch ``batch_idx``'s fixed evaluation masks (loader 0 = validation, 1 = first test split).
+
+    A CPU generator, so the masks are identical on any device; reference rows
+    (`langrepr.tasks.references_lm`) replay it to score the very tokens the models are scored on.
+    """
+    g = torch.Generator()
+    g.manual_seed(seed + 100_003 * dataloader_idx + batch_idx)
+    return g
+
+
 class MaskedLMTask(pl.LightningModule):
     """Encoder-only masked LM over a net like `langrepr.models.tensorcoder.MaskedLMModel`.
 
@@ -70,7 +82,7 @@ class MaskedLMTask(pl.LightningModule):
         mask_token_id: int = 1,
         num_special_tokens: int = 2,
         mask_prob: float = 0.15,
-        eval_mask_seed: int = 1234,
+        eval_mask_seed: int = EVAL_MASK_SEED,
     ) -> None:
         super().__init__()
         if not 0.0 < mask_prob < 1.0:
@@ -94,9 +106,7 @@ class MaskedLMTask(pl.LightningModule):
         return F.cross_entropy(logits.float(), labels[chosen]), int(chosen.sum())
 
     def _eval_generator(self, batch_idx: int, dataloader_idx: int = 0) -> torch.Generator:
-        g = torch.Generator()  # CPU generator: identical masks on any device
-        g.manual_seed(self.eval_mask_seed + 100_003 * dataloader_idx + batch_idx)
-        return g
+        return eval_mask_generator(self.eval_mask_seed, batch_idx, dataloader_idx)
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
         loss, n = self._loss(batch, None)
