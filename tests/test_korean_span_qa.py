@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from langrepr.data.korean.encoding import MorphemeEncoder
 from langrepr.data.korean.korquad import Question
@@ -40,3 +41,23 @@ def test_answer_divided_under_each_kind_of_list():
     assert answer_divided(multi, [("교황", "NNG"), ("베네", "NNP")])        # a multi-hot group
     base = MorphemeEncoder(TokenList("bpe_base", [*SPECIALS, "교", "##황", "교황/NNG"], analyser_name()))
     assert not answer_divided(base, [("교황", "NNG")]) and answer_divided(base, [("교황", "NNP")])  # 2 BPE pieces
+
+
+def test_windows_put_the_answer_on_its_morpheme_positions():
+    from langrepr.data.korean.korquad_features import best_span, question_windows
+
+    tokens = [*SPECIALS, "임종석", "@1", "@9", "@8", "년", "에", "은", "?", "해"]
+    encoder = MorphemeEncoder(TokenList("bpe_syllable", tokens, analyser_name()))
+    context = "임종석은 1989년에"
+    ctx = [("임종석", "NNP", 0, 3), ("은", "JX", 3, 4), ("1989", "SN", 5, 9), ("년", "NNB", 9, 10), ("에", "JKB", 10, 11)]
+    q = Question("q", "t", context, "해?", ("1989년",), 5)
+    [window] = question_windows(q, [("해", "NNG", 0, 1), ("?", "SF", 1, 2)], ctx, encoder, max_len=16, stride=8)
+    # [CLS] 해 ? [SEP] 임종석 은 (1989 as one group) 년 에 [SEP]: the answer covers positions 6..7
+    assert (window.start, window.end) == (6, 7) and window.types == [0] * 4 + [1] * 6
+    start, end = torch.full((10,), -5.0), torch.full((10,), -5.0)
+    start[6], end[7] = 3.0, 3.0
+    _, span = best_span(start, end, window, max_answer=5)
+    assert context[span[0]:span[1]] == "1989년"
+    # 2 context positions per window, stride 1: 4 windows, only the one starting at the answer holds it whole
+    short = question_windows(q, [("해", "NNG", 0, 1)], ctx, encoder, max_len=6, stride=1)
+    assert [(w.start, w.end) for w in short] == [(0, 0), (0, 0), (3, 4), (0, 0)]

@@ -69,3 +69,15 @@ def test_missing_local_data_names_the_path(compose_cfg, tmp_path):
         train(cfg, tmp_path / "cell")
     cause = err.value if isinstance(err.value, UserError) else err.value.__cause__
     assert isinstance(cause, UserError) and "does not exist" in str(cause)
+
+
+def test_full_table2_cell_pretrains_then_fine_tunes_korquad(compose_cfg, tmp_path, data_dir):
+    """The full profile's cell fine-tunes the pretrained model on KorQuAD (here: the fixture, tiny sizes)."""
+    cfg = compose_cfg("experiment=multihot_table2", "profile=full", *TINY, *TINY_MLM, f"paths.data_dir={data_dir}",
+                      "pipeline.workers=1", "dataset.korquad.data_dir=" + str(data_dir), "finetune.steps=2",
+                      "finetune.batch_size=4", "finetune.stride=8")
+    record = train(cfg, tmp_path / "cell")
+    metrics = record["metrics"]
+    assert record["status"] == "finished" and 0 <= metrics["test/em"] <= 100 and 0 <= metrics["test/f1"] <= 100
+    assert metrics["finetune/test_questions"] > 0 and "bpe_syllable/divided/finetuned_em" in metrics
+    assert (tmp_path / "cell" / "predictions.json").exists()

@@ -47,15 +47,19 @@ def _init_worker() -> None:
         _WORKER_KIWI = new_kiwi()
 
 
-def _analyse_chunk(sentences: Sequence[str]) -> list[list[Morpheme]]:
+def _analyse_chunk(sentences: Sequence[str], offsets: bool = False) -> list[list]:
     out = []
     for sentence in sentences:
         tokens = _WORKER_KIWI.tokenize(sentence) if sentence.strip() else []
-        out.append([(t.form, base_tag(t.tag)) for t in tokens])
+        if offsets:   # (form, tag, start, end): character span in the input, to map answers back to raw text
+            out.append([(t.form, base_tag(t.tag), t.start, t.end) for t in tokens])
+        else:
+            out.append([(t.form, base_tag(t.tag)) for t in tokens])
     return out
 
 
-def analyse(sentences: Sequence[str], workers: int = 2, chunk_size: int = 256) -> list[list[Morpheme]]:
+def analyse(sentences: Sequence[str], workers: int = 2, chunk_size: int = 256, offsets: bool = False
+            ) -> list[list]:
     """Morphemes with POS tags for every sentence, in order, using `workers` processes (1 = in-process).
 
     The model is loaded once in this process; forked workers share it (copy-on-write) instead of each loading
@@ -64,10 +68,10 @@ def analyse(sentences: Sequence[str], workers: int = 2, chunk_size: int = 256) -
     chunks = [sentences[i:i + chunk_size] for i in range(0, len(sentences), chunk_size)]
     _init_worker()
     if workers <= 1 or len(chunks) <= 1:
-        return [m for chunk in chunks for m in _analyse_chunk(chunk)]
+        return [m for chunk in chunks for m in _analyse_chunk(chunk, offsets)]
     method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
     with mp.get_context(method).Pool(workers, initializer=_init_worker) as pool:
-        return [m for part in pool.imap(_analyse_chunk, chunks) for m in part]
+        return [m for part in pool.imap(functools.partial(_analyse_chunk, offsets=offsets), chunks) for m in part]
 
 
 def corpus_key(name: str, sentences: Sequence[str]) -> str:
@@ -79,15 +83,16 @@ def corpus_key(name: str, sentences: Sequence[str]) -> str:
     return f"{name}.{analyser_name().replace(' ', '-')}.{digest.hexdigest()[:16]}"
 
 
-def cached_analysis(name: str, sentences: Sequence[str], cache_dir: str | Path, workers: int = 2
-                    ) -> list[list[Morpheme]]:
+def cached_analysis(name: str, sentences: Sequence[str], cache_dir: str | Path, workers: int = 2,
+                    offsets: bool = False) -> list[list]:
     """`analyse` with a per-corpus cache file; a rerun over the same sentences reads it back."""
     if not sentences:
         raise UserError(f"corpus '{name}' is empty: point it at a file with at least one non-empty line")
-    path = Path(cache_dir) / "korean_morphemes" / f"{corpus_key(name, sentences)}.jsonl.gz"
+    suffix = ".offsets" if offsets else ""
+    path = Path(cache_dir) / "korean_morphemes" / f"{corpus_key(name, sentences)}{suffix}.jsonl.gz"
     if path.exists():
         return read_analysis(path)
-    analysed = analyse(sentences, workers=workers)
+    analysed = analyse(sentences, workers=workers, offsets=offsets)
     write_analysis(path, analysed)
     return analysed
 
@@ -108,7 +113,7 @@ def write_analysis(path: Path, analysed: Iterable[list[Morpheme]]) -> None:
 
 def read_analysis(path: Path) -> list[list[Morpheme]]:
     with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return [[(f, t) for f, t in json.loads(line)] for line in fh]
+        return [[tuple(m) for m in json.loads(line)] for line in fh]
 
 
 @functools.lru_cache(maxsize=4)
