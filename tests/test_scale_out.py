@@ -97,3 +97,14 @@ def test_submitit_local_runs_each_cell_as_an_independent_resumable_job(tmp_path)
     assert len(new_jobs) == 2 and sum("already finished" in text for text in logs.values()) == 1
     assert cells["albert_ewe"].read_text() == kept                  # skipped, not rerun
     assert json.loads(cells["bert_ewe"].read_text())["status"] == "finished"   # rerun on its own
+
+
+@pytest.mark.slow  # spawned workers re-import torch and Lightning: about a minute on 2 busy cores
+def test_ddp_spawn_as_configured_pickles_the_cell_and_keeps_its_records(compose_cfg, tmp_path):
+    cfg = compose_cfg("dataset=synthetic", "model=bert_ewe", "debug=smoke", "trainer=ddp", "trainer.accelerator=cpu",
+                      "trainer.devices=2")
+    record = train(cfg, tmp_path / "run")
+    assert record["status"] == "finished" and record["scale_out"]["strategy"] == "ddp_spawn"
+    assert record["steps"] == 2 and 0.0 <= record["metrics"]["test/2015A/f1"] <= 1.0
+    header = (tmp_path / "run" / "csv" / "metrics.csv").read_text().splitlines()[0]
+    assert "train/loss" in header and "test/2015A/f1" in header

@@ -20,7 +20,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import pytorch_lightning as pl
+import torch
 from omegaconf import DictConfig, open_dict
+from pytorch_lightning.loggers import CSVLogger
 
 from langrepr.errors import UserError
 
@@ -83,8 +86,43 @@ def fit_batch_to_devices(cfg: DictConfig) -> tuple[DictConfig, dict | None]:
 
 
 
-def ddp_trainer(effective_batch: Any = None, **trainer_kwargs: Any) -> Any:
-    """`_target_` of conf/trainer/ddp.yaml: a Lightning `Trainer` for spawned (or forked) DDP workers.
+
+class ReportProgress(pl.Callback):
+    """In a DDP worker: put the step/epoch counters where Lightning carries results back to the cell's process."""
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        trainer.callback_metrics["trainer/global_step"] = torch.tensor(float(trainer.global_step))
+        trainer.callback_metrics["trainer/current_epoch"] = torch.tensor(float(trainer.current_epoch))
+
+
+class SpawnedDDPTrainer(pl.Trainer):
+    """A Trainer whose spawned (or forked) workers' step counts and CSV columns reach the cell's process.
+
+    Module-level so that spawned workers can unpickle it.
+    """
+
+    @property
+    def global_step(self) -> int:
+        reported = self.callback_metrics.get("trainer/global_step")
+        return int(reported) if reported is not None else super().global_step
+
+    @property
+    def current_epoch(self) -> int:
+        reported = self.callback_metrics.get("trainer/current_epoch")
+        return int(reported) if reported is not None else super().current_epoch
+
+    def test(self, *args: Any, **kwargs: Any) -> Any:
+        for logger in self.loggers:  # the parent's logger never saw the fit's columns: give them back
+            if isinstance(logger, CSVLogger) and Path(logger.experiment.metrics_file_path).exists():
+                writer = logger.experiment
+                with open(writer.metrics_file_path, newline="") as fh:
+                    header = next(csv.reader(fh), [])
+                writer.metrics_keys = sorted(set(writer.metrics_keys) | set(header))
+        return super().test(*args, **kwargs)
+
+
+def ddp_trainer(effective_batch: Any = None, **trainer_kwargs: Any) -> SpawnedDDPTrainer:
+    """`_target_` of conf/trainer/ddp.yaml: a `SpawnedDDPTrainer` for spawned (or forked) DDP workers.
 
     The trainer node may carry `effective_batch` (applied by `fit_batch_to_devices` before the Trainer is built,
     ignored here); every other key is a Trainer argument, checked by Trainer itself. Two things the workers know
@@ -92,34 +130,5 @@ def ddp_trainer(effective_batch: Any = None, **trainer_kwargs: Any) -> Any:
     metrics, which Lightning returns from rank 0) and the CSV log's columns (the parent's copy of the logger never
     saw the fit's columns; without them the test stage's workers cannot rewrite the file's header).
     """
-    import pytorch_lightning as pl
-    import torch
-    from pytorch_lightning.loggers import CSVLogger
-
-    class ReportProgress(pl.Callback):
-        def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-            trainer.callback_metrics["trainer/global_step"] = torch.tensor(float(trainer.global_step))
-            trainer.callback_metrics["trainer/current_epoch"] = torch.tensor(float(trainer.current_epoch))
-
-    class SpawnedDDPTrainer(pl.Trainer):
-        @property
-        def global_step(self) -> int:
-            reported = self.callback_metrics.get("trainer/global_step")
-            return int(reported) if reported is not None else super().global_step
-
-        @property
-        def current_epoch(self) -> int:
-            reported = self.callback_metrics.get("trainer/current_epoch")
-            return int(reported) if reported is not None else super().current_epoch
-
-        def test(self, *args: Any, **kwargs: Any) -> Any:
-            for logger in self.loggers:
-                if isinstance(logger, CSVLogger) and Path(logger.experiment.metrics_file_path).exists():
-                    writer = logger.experiment
-                    with open(writer.metrics_file_path, newline="") as fh:
-                        header = next(csv.reader(fh), [])
-                    writer.metrics_keys = sorted(set(writer.metrics_keys) | set(header))
-            return super().test(*args, **kwargs)
-
     callbacks = [*(trainer_kwargs.pop("callbacks", None) or []), ReportProgress()]
     return SpawnedDDPTrainer(callbacks=callbacks, **trainer_kwargs)
