@@ -79,3 +79,70 @@ def test_render_reads_run_dirs_and_writes_json(tmp_path):
 def test_unknown_table_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="unknown table 'nope'"):
         render("nope", "full", tmp_path)
+
+
+NOISY = {
+    "name": "noisy", "title": "Noisy table",
+    "columns": [{"name": "F1", "metric": "test/f1", "scale": 100, "fmt": "{:.1f}"}],
+    "rows": [{"key": "A", "match": {"model": "a"}, "paper": {"F1": 64.3}},
+             {"key": "B", "match": {"model": "b"}, "paper": {"F1": 63.7}},
+             {"key": "Prior", "match": {"model": "prior"}, "reference": True}],
+    "claims": [{"text": "A beats B", "a": ["A", "F1"], "op": "gt", "b": ["B", "F1"]},
+               {"text": "A beats the prior", "a": ["A", "F1"], "op": "gt", "b": ["Prior", "F1"]}],
+}
+
+
+def test_claims_within_noise_show_our_numbers_and_the_papers():
+    # A: 0.60, 0.62, 0.64 (mean 62, std 2); B: 0.61, 0.63, 0.65 (mean 63, std 2); combined std sqrt(8) = 2.83 > 1
+    runs = [fake_run("a", s, v, 1) for s, v in ((1, 0.60), (2, 0.62), (3, 0.64))]
+    runs += [fake_run("b", s, v, 1) for s, v in ((1, 0.61), (2, 0.63), (3, 0.65))]
+    runs += [fake_run("prior", s, 0.40, 1) for s in (1, 2, 3)]
+    table = build(NOISY, runs, "quick")
+    assert [c["holds"] for c in table["claims"]] == ["noise", True]
+    md = to_markdown(table, NOISY)
+    assert "- within noise: A beats B: ours 62.0 vs 63.0 (paper 64.3 vs 63.7)" in md
+    assert "- ✓ A beats the prior: ours 62.0 vs 40.0 (paper 64.3 vs —)" in md
+    assert "Reference rows" in md and "| Prior | 40.0 ± 0.0 |" in md
+    assert md.index("| A |") < md.index("Reference rows") < md.index("| Prior |")
+    cell = table["rows"][0]["cells"]["F1"]
+    assert cell["seeds"] == [1, 2, 3] and cell["commits"] == ["abc1234"] and cell["n"] == 3
+
+
+def test_single_seed_verdict_says_noise_is_unknown_and_dirty_commits_are_flagged():
+    runs = [fake_run("a", 1, 0.70, 1), fake_run("b", 1, 0.50, 1)]
+    runs[0]["commit"] = "abc1234+dirty"
+    table = build(NOISY, runs, "quick")
+    assert table["claims"][0]["holds"] is True and table["claims"][0]["noise_unknown"]
+    md = to_markdown(table, NOISY)
+    assert "[noise unknown" in md and "Provenance warning" in md and "abc1234+dirty" in md
+
+
+def write_cell(root, name, record):
+    d = root / "quick" / "ewe_table3" / name
+    d.mkdir(parents=True)
+    (d / "metrics.json").write_text(record if isinstance(record, str) else json.dumps(record))
+    return d
+
+
+def test_diverged_cells_and_corrupt_metrics_do_not_stop_a_table(tmp_path, caplog):
+    write_cell(tmp_path, "model=bert_ewe,seed=1", {"status": "diverged", "seed": 1, "choices": {"model": "bert_ewe"},
+                                                   "metrics": {}})
+    bad = write_cell(tmp_path, "model=bert_orig,seed=1", '{"status": "finis')
+    result = render("ewe_table3", "quick", tmp_path)
+    assert str(bad / "metrics.json") in caplog.text
+    md = (tmp_path / "tables" / "ewe_table3.quick.md").read_text()
+    assert "diverged" in md and result["rows"][0]["cells"]["2015A F1"]["diverged"]
+
+
+def test_a_render_with_fewer_cells_never_replaces_the_table_on_disk(tmp_path):
+    rec = {"status": "finished", "seed": 1, "commit": "abc", "choices": {"model": "bert_ewe"},
+           "metrics": {"test/2015A/f1": 0.5}, "params": {}}
+    d = write_cell(tmp_path, "model=bert_ewe,seed=1", rec)
+    render("ewe_table3", "quick", tmp_path)
+    committed = (tmp_path / "tables" / "ewe_table3.quick.md").read_text()
+    (d / "metrics.json").unlink()
+    result = render("ewe_table3", "quick", tmp_path)
+    assert result["kept_existing"]
+    assert (tmp_path / "tables" / "ewe_table3.quick.md").read_text() == committed
+    assert (tmp_path / "tables" / "ewe_table3.quick.partial.md").exists()
+    assert not render("ewe_table3", "quick", tmp_path, force=True)["kept_existing"]

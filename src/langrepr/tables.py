@@ -54,14 +54,21 @@ def select(config: dict, dotted: str) -> Any:
 
 
 def load_runs(run_root: Path) -> list[dict]:
-    """Every finished cell under run_root, with its resolved config; the newest of duplicates wins later."""
+    """Every finished or diverged cell under run_root, with its resolved config.
+
+    A corrupt `metrics.json` or config is skipped with a warning naming it: one bad cell must not stop a table.
+    """
     runs = []
     for path in sorted(run_root.rglob("metrics.json")):
-        record = json.loads(path.read_text())
-        if record.get("status") != "finished":
+        try:
+            record = json.loads(path.read_text())
+            if record.get("status") not in ("finished", "diverged"):
+                continue
+            cfg_path = path.parent / "config_resolved.yaml"
+            record["config"] = yaml.safe_load(cfg_path.read_text()) if cfg_path.exists() else {}
+        except (OSError, ValueError, yaml.YAMLError) as err:
+            log.warning("skipping %s: unreadable (%s); rerun that cell with force=true", path, type(err).__name__)
             continue
-        cfg_path = path.parent / "config_resolved.yaml"
-        record["config"] = yaml.safe_load(cfg_path.read_text()) if cfg_path.exists() else {}
         record["dir"] = str(path.parent)
         record["mtime"] = path.stat().st_mtime
         runs.append(record)
@@ -102,26 +109,33 @@ def build(spec: dict, runs: list[dict], profile: str) -> dict:
     for row in spec["rows"]:
         cells = {}
         for column in spec["columns"]:
-            cell_runs = [r for r in runs if matches(r, row.get("match")) and matches(r, column.get("match"))]
+            cell_runs = [r for r in runs if matches(r, row.get("match")) and matches(r, column.get("match"))
+                         and r.get("run_id", row.get("run_id")) == row.get("run_id", r.get("run_id"))]
             by_seed: dict[int, dict] = {}
             for r in sorted(cell_runs, key=lambda r: r["mtime"]):
                 if r.get("seed") in by_seed:
                     log.warning("%s / %s: seed %s ran twice, using the newest (%s)", row["key"], column["name"],
                                 r.get("seed"), r["dir"])
                 by_seed[r.get("seed")] = r
-            values = [(r, run_value(r, column, row)) for r in by_seed.values()]
+            diverged = [r["dir"] for r in by_seed.values() if r.get("status") == "diverged"]
+            values = [(r, run_value(r, column, row)) for r in by_seed.values() if r.get("status") == "finished"]
             values = [(r, v) for r, v in values if v is not None]
             ours = statistics.fmean(v for _, v in values) if values else None
             std = statistics.stdev(v for _, v in values) if len(values) > 1 else None
-            seeds.update(r.get("seed") for r, _ in values)
-            commits.update(r.get("commit") for r, _ in values)
+            cell_seeds = sorted(r.get("seed") for r, _ in values if r.get("seed") is not None)
+            cell_commits = sorted({r.get("commit") for r, _ in values if r.get("commit")})
+            seeds.update(cell_seeds)
+            commits.update(cell_commits)
             cells[column["name"]] = {"ours": ours, "paper": row.get("paper", {}).get(column["name"]), "std": std,
-                                     "runs": [r["dir"] for r, _ in values]}
-        rows_out.append({"key": row["key"], "cells": cells})
+                                     "n": len(values), "runs": [r["dir"] for r, _ in values],
+                                     "seeds": cell_seeds, "commits": cell_commits, "diverged": diverged}
+        rows_out.append({"key": row["key"], "reference": bool(row.get("reference", False)), "cells": cells})
     derive_ratios(spec, rows_out)
+    clean = sorted(c for c in commits if c and not c.endswith("+dirty"))
+    dirty = sorted(c for c in commits if c and c.endswith("+dirty"))
     table = {
         "table": spec["name"], "title": spec["title"], "profile": profile,
-        "commit": ",".join(sorted(c for c in commits if c)) or git_commit(),
+        "commit": ",".join(clean + dirty) or git_commit(), "dirty_commits": dirty,
         "columns": [c["name"] for c in spec["columns"]], "rows": rows_out,
         "claims": judge_claims(spec, rows_out), "seeds": sorted(s for s in seeds if s is not None),
         "data": spec.get("data", ""), "notes": list(spec.get("notes", [])),
@@ -139,7 +153,9 @@ def derive_ratios(spec: dict, rows: list[dict]) -> None:
             for row in rows:
                 a, b = row["cells"][num]["ours"], row["cells"][den]["ours"]
                 row["cells"][column["name"]].update(ours=a / b if a is not None and b else None,
-                                                    runs=row["cells"][num]["runs"])
+                                                    runs=row["cells"][num]["runs"], n=row["cells"][num]["n"],
+                                                    seeds=row["cells"][num]["seeds"],
+                                                    commits=row["cells"][num]["commits"])
         source = column.get("ratio_of")
         if not source:
             continue
@@ -149,31 +165,58 @@ def derive_ratios(spec: dict, rows: list[dict]) -> None:
             denom = base["cells"][source]["ours"] if base else None
             cell = row["cells"][column["name"]]
             cell["ours"] = ours / denom if ours is not None and denom else None
-            cell["runs"] = row["cells"][source]["runs"]
+            for key in ("runs", "n", "seeds", "commits"):
+                cell[key] = row["cells"][source][key]
 
 
-def cell_value(rows: list[dict], ref: list) -> float | None:
+def find_cell(rows: list[dict], ref: list) -> dict:
     for row in rows:
         if row["key"] == ref[0]:
-            return row["cells"][ref[1]]["ours"]
+            if ref[1] not in row["cells"]:
+                raise UserError(f"claim refers to unknown column {ref[1]!r} of row {ref[0]!r}")
+            return row["cells"][ref[1]]
     raise UserError(f"claim refers to unknown row {ref[0]!r}")
 
 
+def noise_bound(*cells: dict) -> float | None:
+    """The gap a comparison must exceed: the combined std sqrt(sa² + sb²); None when a side ran one seed."""
+    if any(c.get("n", 0) > 1 and c.get("std") is None for c in cells):
+        return None
+    if all(c.get("n", 0) > 1 for c in cells):
+        return sum(c["std"] ** 2 for c in cells) ** 0.5
+    return None
+
+
 def judge_claims(spec: dict, rows: list[dict]) -> list[dict]:
+    """Each claim on our numbers: True/False when the gap exceeds the seeds' noise, "noise" when it does not.
+
+    A claim compares two cells (`op` lt/gt/le/ge/ratio_*) or one cell with a printed value (`approx`, or an
+    op with `value`). With several seeds per side, a difference no larger than the combined std is "within
+    noise"; with one seed on a side the noise is unknown and the verdict says so (`noise_unknown`).
+    """
     judged = []
     for claim in spec.get("claims", []):
-        holds = None
-        if spec.get("judge_claims", True):
-            a = cell_value(rows, claim["a"])
-            b = cell_value(rows, claim["b"]) if claim.get("b") else None
-            if a is not None and (b is not None or not claim.get("b")):
-                if claim["op"] == "approx":  # equal to a printed value within its precision
-                    holds = abs(a - float(claim["value"])) <= float(claim["tol"])
-                elif claim["op"].startswith("ratio_"):
-                    holds = bool(b) and OPS[claim["op"]](a / b, float(claim["value"]))
+        a_cell = find_cell(rows, claim["a"])
+        b_cell = find_cell(rows, claim["b"]) if claim.get("b") else None
+        a, b = a_cell["ours"], (b_cell["ours"] if b_cell else None)
+        out = {"text": claim["text"], "holds": None, "ours": [a, b] if b_cell else [a],
+               "paper": [a_cell.get("paper"), b_cell.get("paper")] if b_cell else [a_cell.get("paper")],
+               "noise_unknown": False}
+        if spec.get("judge_claims", True) and a is not None and (b is not None or not b_cell):
+            op = claim["op"]
+            if op == "approx":  # equal to a printed value within its precision
+                out["holds"] = abs(a - float(claim["value"])) <= float(claim["tol"])
+            elif op.startswith("ratio_"):
+                out["holds"] = bool(b) and OPS[op](a / b, float(claim["value"]))
+            else:
+                rhs = b if b_cell else float(claim["value"])
+                noise = noise_bound(a_cell, b_cell) if b_cell else (a_cell["std"] if a_cell.get("n", 0) > 1 else None)
+                if noise is not None and abs(a - rhs) <= noise:
+                    out["holds"] = "noise"
                 else:
-                    holds = OPS[claim["op"]](a, b if claim.get("b") else float(claim["value"]))
-        judged.append({"text": claim["text"], "holds": holds})
+                    out["holds"] = OPS[op](a, rhs)
+                    out["noise_unknown"] = noise is None
+        judged.append(out)
     return judged
 
 
@@ -183,30 +226,58 @@ def fmt(value: float | None, pattern: str) -> str:
     return "not run" if value is None else pattern.format(value)
 
 
+def fmt_ours(cell: dict, pattern: str) -> str:
+    if cell["ours"] is None:
+        return "diverged" if cell.get("diverged") else "not run"
+    return fmt(cell["ours"], pattern) + (f" ± {pattern.format(cell['std'])}" if cell["std"] is not None else "")
+
+
+def claim_line(claim: dict, formats: list[str]) -> str:
+    mark = {True: "✓", False: "✗", None: "not judged", "noise": "within noise:"}[claim["holds"]]
+    ours = [fmt(v, f) for v, f in zip(claim["ours"], formats)]
+    paper = [fmt(v, f).replace("not run", "—") for v, f in zip(claim["paper"], formats)]
+    numbers = f"ours {' vs '.join(ours)} (paper {' vs '.join(paper)})"
+    single = " [noise unknown: fewer than 2 seeds on a side]" if claim.get("noise_unknown") else ""
+    return f"- {mark} {claim['text']}: {numbers}{single}"
+
+
 def to_markdown(table: dict, spec: dict) -> str:
     formats = {c["name"]: c.get("fmt", "{:.2f}") for c in spec["columns"]}
     seeds = ", ".join(map(str, table["seeds"])) or "none"
     lines = [f"# {table['title']}", "",
              f"Profile: **{table['profile']}** · seeds: {seeds} · commit: `{table['commit']}`"]
+    if table.get("dirty_commits"):
+        lines.append(f"**Provenance warning:** some cells ran from uncommitted code ({', '.join(table['dirty_commits'])}).")
     if table["data"]:
         lines.append(f"Data: {table['data']}")
     lines += ["", "Each cell: ours (± std over seeds) / paper / Δ = ours − paper. \"not run\" = no finished run.", ""]
+    models = [r for r in table["rows"] if not r.get("reference")]
+    references = [r for r in table["rows"] if r.get("reference")]
     lines.append("| | " + " | ".join(table["columns"]) + " |")
     lines.append("|---" * (len(table["columns"]) + 1) + "|")
-    for row in table["rows"]:
+    for row in models:
         parts = []
         for name in table["columns"]:
             cell, f = row["cells"][name], formats[name]
-            ours = fmt(cell["ours"], f) + (f" ± {f.format(cell['std'])}" if cell["std"] is not None else "")
             paper = "—" if cell["paper"] is None else f.format(cell["paper"])
             delta = (f.format(cell["ours"] - cell["paper"])
                      if cell["ours"] is not None and cell["paper"] is not None else "—")
-            parts.append(f"{ours} / {paper} / {delta}")
+            parts.append(f"{fmt_ours(cell, f)} / {paper} / {delta}")
         lines.append(f"| {row['key']} | " + " | ".join(parts) + " |")
+    if references:
+        lines += ["", "Reference rows (same split and pipeline; not models of the paper; ours ± std):", ""]
+        lines.append("| | " + " | ".join(table["columns"]) + " |")
+        lines.append("|---" * (len(table["columns"]) + 1) + "|")
+        for row in references:
+            cells = [fmt_ours(row["cells"][n], formats[n]).replace("not run", "—") for n in table["columns"]]
+            lines.append(f"| {row['key']} | " + " | ".join(cells) + " |")
     if table["claims"]:
-        lines += ["", "Claims of the paper for this table:", ""]
-        mark = {True: "✓", False: "✗", None: "not judged"}
-        lines += [f"- {mark[c['holds']]} {c['text']}" for c in table["claims"]]
+        lines += ["", "Claims of the paper for this table, judged on our numbers (✓/✗ only when the gap exceeds "
+                  "the combined std over seeds):", ""]
+        for claim, spec_claim in zip(table["claims"], spec.get("claims", [])):
+            fa = formats.get(spec_claim["a"][1], "{:.2f}")
+            fb = formats.get(spec_claim["b"][1], fa) if spec_claim.get("b") else fa
+            lines.append(claim_line(claim, [fa, fb]))
         if not spec.get("judge_claims", True):
             lines.append(f"- (not judged on this profile: {spec.get('no_judge_reason', 'see data note')})")
     if table["notes"]:
@@ -214,15 +285,43 @@ def to_markdown(table: dict, spec: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(table: str, profile: str = "full", outputs: str | Path = "outputs") -> dict:
-    """Render `table` for `profile` into outputs/tables/ and return its JSON object."""
+def measured_cells(table: dict) -> int:
+    return sum(c.get("ours") is not None for r in table.get("rows", []) for c in r.get("cells", {}).values())
+
+
+def existing_table(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError):
+        log.warning("%s is unreadable; it will be replaced", path)
+        return {}
+
+
+def render(table: str, profile: str = "full", outputs: str | Path = "outputs", force: bool = False) -> dict:
+    """Render `table` for `profile` into outputs/tables/ and return its JSON object.
+
+    A render with fewer measured cells than the table already on disk (e.g. in a fresh clone, where the
+    committed quick tables' runs are absent) never replaces it: it is written beside it as
+    `<stem>.partial.{md,json}` unless `force`.
+    """
     cfg = experiment_config(table, profile)
     spec = OmegaConf.to_container(cfg.table, resolve=True)
     spec.setdefault("name", table)
     outputs = Path(outputs)
-    runs = load_runs(outputs / cfg.profile_name / cfg.run_id)
+    # rows may read another table's cells (`run_id:`), e.g. reference rows computed once on a shared split
+    run_ids = {cfg.run_id} | {row["run_id"] for row in spec["rows"] if row.get("run_id")}
+    runs = [dict(r, run_id=rid) for rid in sorted(run_ids) for r in load_runs(outputs / cfg.profile_name / rid)]
+    for row in spec["rows"]:
+        row.setdefault("run_id", cfg.run_id)
     result = build(spec, runs, cfg.profile_name)
     stem = table if cfg.profile_name in ("full", "exact") else f"{table}.{cfg.profile_name}"
+    before = measured_cells(existing_table(outputs / "tables" / f"{stem}.json"))
+    result["kept_existing"] = not force and measured_cells(result) < before
+    if result["kept_existing"]:
+        log.warning("%s: %d measured cell(s) here, %d in outputs/tables/%s.json: kept that table and wrote this "
+                    "render beside it as %s.partial.md (pass --force to replace it)",
+                    table, measured_cells(result), before, stem, stem)
+        stem += ".partial"
     write_json_atomic(outputs / "tables" / f"{stem}.json", result)
     write_text_atomic(outputs / "tables" / f"{stem}.md", to_markdown(result, spec))
     log.info("Wrote %s", outputs / "tables" / f"{stem}.md")
@@ -238,6 +337,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("tables", nargs="+", help="experiment names, e.g. ewe_table1, or 'all'")
     parser.add_argument("--profile", default="full", choices=["full", "quick"])
     parser.add_argument("--outputs", default="outputs", help="the outputs folder to read runs from")
+    parser.add_argument("--force", action="store_true",
+                        help="replace a table on disk even when this render has fewer measured cells")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     names = args.tables
@@ -245,7 +346,7 @@ def main(argv: list[str] | None = None) -> None:
         names = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
     try:
         for name in names:
-            result = render(name, args.profile, args.outputs)
+            result = render(name, args.profile, args.outputs, force=args.force)
             missing = sum(c["ours"] is None for r in result["rows"] for c in r["cells"].values())
             print(f"{name} ({result['profile']}): {missing} cell(s) not run")
     except UserError as err:

@@ -165,6 +165,28 @@ class PatentDataModule(pl.LightningDataModule):
             raise RuntimeError("PatentDataModule.net_kwargs is available after setup()")
         return {"num_labels": len(self.label_vocab)}
 
+    @property
+    def task_kwargs(self) -> dict[str, Any]:
+        """The label count and the training labels' frequencies (a task may start its output bias there)."""
+        train = self._splits["train"].arrays
+        counts = np.bincount(train["label_index"].astype(np.int64), minlength=len(self.label_vocab))
+        return {"num_labels": len(self.label_vocab),
+                "label_prior": (counts / max(len(train["label_offsets"]) - 1, 1)).tolist()}
+
+    def texts_and_labels(self, split: str) -> tuple[list[str], np.ndarray]:
+        """The raw input texts and the (N, num_labels) 0/1 label matrix of a split, for reference rows."""
+        self._build()
+        manifest = load_manifest(self._dir)
+        plan = self._plan(split_counts(manifest["shards"]))
+        source = "train" if split == "val" else split
+        texts = list(self._texts(manifest, source, plan[split]))
+        t = self._splits[split].arrays
+        y = np.zeros((len(texts), len(self.label_vocab)), dtype=np.int8)
+        offsets, index = t["label_offsets"], t["label_index"]
+        for i in range(len(texts)):
+            y[i, index[offsets[i]:offsets[i + 1]]] = 1
+        return texts, y
+
     def save_label_vocab(self, path: str | os.PathLike) -> Path:
         """Write the run's label columns (JSON) next to its other artefacts."""
         if self.label_vocab is None:
