@@ -1,4 +1,4 @@
-"""The one exception type a user sees as a single line instead of a traceback."""
+"""The exception types a user sees as a single line instead of a traceback."""
 
 
 class UserError(Exception):
@@ -6,3 +6,13 @@ class UserError(Exception):
 
     Entry points (`langrepr.train`, `langrepr.tables`, data CLIs) catch it, print the line and exit 2.
     """
+
+
+class Diverged(UserError):
+    """Training produced a NaN/inf loss or metric: the cell is recorded as "diverged", not "finished"."""
+
+
+def one_line(err: BaseException) -> str:
+    """An exception as one line (what `metrics.json` records as a failed cell's error)."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if isinstance(err, UserError) else f"{type(err).__name__}: {text}"

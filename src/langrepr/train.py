@@ -6,8 +6,7 @@ shell around it that turns `UserError` into one line and exit code 2.
 
 from __future__ import annotations
 
-import hashlib
-import json
+import errno
 import logging
 import os
 import sys
@@ -22,9 +21,12 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from langrepr.errors import UserError
+from langrepr import cell
+from langrepr.callbacks import AtomicCheckpointIO, LastCheckpoint
+from langrepr.errors import Diverged, UserError, one_line
 from langrepr.scale_out import fit_batch_to_devices
 from langrepr.utils import git_commit, package_versions, write_json_atomic, write_text_atomic
+from langrepr.validation import canonical_overrides, check_command_line, validate_config
 
 log = logging.getLogger("langrepr.train")
 
@@ -37,28 +39,6 @@ CONFIG_GROUPS = ("dataset", "model", "trainer", "logger", "experiment", "profile
 
 # ---------------------------------------------------------------- helpers
 
-def config_fingerprint(cfg: DictConfig) -> str:
-    """Hash of what defines a cell's result (not where it is written), to tell a rerun from a changed config."""
-    plain = OmegaConf.to_container(cfg, resolve=False)
-    for key in ("paths", "ckpt_path", "force", "logger", "table"):
-        plain.pop(key, None)
-    return hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def finished_run(output_dir: Path, fingerprint: str, force: bool) -> dict | None:
-    """The finished metrics of this cell if it already ran with the same config; raise if it ran differently."""
-    path = output_dir / "metrics.json"
-    if force or not path.exists():
-        return None
-    previous = json.loads(path.read_text())
-    if previous.get("status") != "finished":
-        return None
-    if previous.get("fingerprint") != fingerprint:
-        raise UserError(f"{output_dir} holds a finished run of a different config; "
-                        "delete that folder or pass force=true to overwrite it")
-    return previous
-
-
 def resolve_precision(trainer_cfg: DictConfig) -> DictConfig:
     """fp16 as in the papers when CUDA exists; otherwise fp32 on CPU, said out loud."""
     precision = str(trainer_cfg.get("precision", "32"))
@@ -67,21 +47,6 @@ def resolve_precision(trainer_cfg: DictConfig) -> DictConfig:
                     "CPU. Pass trainer=cpu to choose this explicitly.", precision)
         trainer_cfg = OmegaConf.merge(trainer_cfg, {"precision": "32-true", "accelerator": "cpu"})
     return trainer_cfg
-
-
-def resume_checkpoint(ckpt_path: str | None, output_dir: Path) -> str | None:
-    """`ckpt_path=auto` picks this cell's own `last.ckpt`, so an interrupted cell resumes where it stopped."""
-    if ckpt_path in (None, "", "null"):
-        return None
-    if ckpt_path == "auto":
-        last = output_dir / "checkpoints" / "last.ckpt"
-        if last.exists():
-            log.info("Resuming from %s", last)
-            return str(last)
-        return None
-    if not Path(ckpt_path).exists():
-        raise UserError(f"checkpoint {ckpt_path} does not exist: pass an existing file, ckpt_path=auto or null")
-    return ckpt_path
 
 
 def parameter_counts(net: torch.nn.Module) -> dict[str, int]:
@@ -129,26 +94,56 @@ def finish_wandb() -> None:
 # ---------------------------------------------------------------- the run
 
 def train(cfg: DictConfig, output_dir: str | Path) -> dict:
-    """Seed, build datamodule/net/task/trainer, fit, test, and write `metrics.json` into `output_dir`."""
-    import pytorch_lightning as pl
+    """Validate, skip or resume or start this cell over, run it, and keep `metrics.json` true at every moment.
 
+    The status in `metrics.json` is "running" while it runs, then "finished", "diverged" (non-finite loss)
+    or "failed" (with the error line); the exception is re-raised for the caller.
+    """
     output_dir = Path(output_dir)
+    choices, overrides = hydra_choices()
+    validate_config(cfg, choices)                        # before any data is read
+    fingerprint, legacy = cell.config_fingerprint(cfg), cell.legacy_fingerprint(cfg)
+    digest = cell.data_digest(cfg)
+    force = bool(cfg.get("force", False))
     output_dir.mkdir(parents=True, exist_ok=True)
-    fingerprint = config_fingerprint(cfg)
-    previous = finished_run(output_dir, fingerprint, bool(cfg.get("force", False)))
-    if previous is not None:
+    previous = None if force else cell.read_record(output_dir)
+    if cell.reusable(previous, output_dir, fingerprint, legacy, digest):
         log.info("Skipping %s: this cell already finished (pass force=true to rerun).", output_dir)
         return previous
+    resume, meta = (None, {}) if force else cell.resume_point(cfg.get("ckpt_path"), output_dir, fingerprint)
+    if resume is None:
+        cell.move_aside(output_dir)                      # a fresh start never mixes with an older attempt
+    elif digest and meta.get("data_digest") not in (None, digest):
+        raise UserError(f"checkpoint {resume} was trained on different data (digest {meta['data_digest']} -> "
+                        f"{digest}): pass force=true to start this cell over")
     write_text_atomic(output_dir / "config_resolved.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-    choices, overrides = hydra_choices()
     started = time.time()
-    pl.seed_everything(int(cfg.seed), workers=True)
     record: dict[str, Any] = {
         "status": "running", "run_id": cfg.run_id, "profile": cfg.profile_name, "seed": int(cfg.seed),
-        "commit": git_commit(), "versions": package_versions(), "fingerprint": fingerprint,
+        "commit": git_commit(), "versions": package_versions(), "fingerprint": fingerprint, "data_digest": digest,
         "choices": choices, "overrides": overrides, "deterministic": bool(cfg.trainer.get("deterministic", False)),
     }
+    write_json_atomic(output_dir / "metrics.json", record)
+    try:
+        return run_cell(cfg, output_dir, record, started, resume, meta)
+    except BaseException as err:
+        interrupted = isinstance(err, (KeyboardInterrupt, SystemExit))
+        record.update(status="diverged" if isinstance(err, Diverged) else "failed",
+                      error="interrupted" if interrupted else one_line(err),
+                      wall_time_s=meta.get("wall_time_s", 0.0) + time.time() - started)
+        try:
+            write_json_atomic(output_dir / "metrics.json", record)
+        except OSError:
+            pass                                         # e.g. the disk is full: the original error says so
+        raise
 
+
+def run_cell(cfg: DictConfig, output_dir: Path, record: dict, started: float, resume: str | None,
+             meta: dict) -> dict:
+    """The stage itself (count / stats / pipeline / train); returns the finished record."""
+    import pytorch_lightning as pl
+
+    pl.seed_everything(int(cfg.seed), workers=True)
     if cfg.get("stage", "train") == "count":
         # Table-1 style cells: build the model from config and count it, no data and no training
         net = instantiate(cfg.model.net, **cfg.get("count_net_kwargs", {}))
@@ -179,6 +174,8 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
     dm = instantiate(cfg.dataset.datamodule, **dm_kwargs)
     dm.prepare_data()
     dm.setup("fit")
+    if record["data_digest"] is None:                    # generated on first use (synthetic): digest it now
+        record["data_digest"] = cell.data_digest(cfg)
     net = instantiate(cfg.model.net, **dm.net_kwargs)
     task = instantiate(cfg.dataset.task, net=net, optimizer=instantiate(cfg.optimizer),
                        scheduler=instantiate(cfg.scheduler) if cfg.get("scheduler") else None,
@@ -193,15 +190,19 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
     enable_wandb_offline_without_key(cfg)
     loggers = [instantiate(c) for c in cfg.get("logger", {}).values() if c is not None]
     callbacks = [instantiate(c) for c in cfg.get("callbacks", {}).values() if c is not None]
+    last = next((c for c in callbacks if isinstance(c, LastCheckpoint)), None)
+    if last is not None:
+        last.fingerprint, last.data_digest = record["fingerprint"], record["data_digest"]
+        last.wall_offset, last.started = float(meta.get("wall_time_s", 0.0)), started
+    csv_header = cell.keep_csv_log(output_dir, meta["global_step"]) if resume else None
     trainer = instantiate(resolve_precision(cfg.trainer), logger=loggers or False, callbacks=callbacks,
-                          default_root_dir=str(output_dir))
-    for lg in loggers:
-        if hasattr(lg, "log_hyperparams"):
-            lg.log_hyperparams({"params_total": record["params"]["total"], "seed": int(cfg.seed)})
+                          default_root_dir=str(output_dir), plugins=[AtomicCheckpointIO()])
+    cell.restore_csv_log(output_dir, loggers, csv_header)
+    log_hyperparams(loggers, {"params_total": record["params"]["total"], "seed": int(cfg.seed)})
 
     write_json_atomic(output_dir / "metrics.json", record)
     try:
-        trainer.fit(task, datamodule=dm, ckpt_path=resume_checkpoint(cfg.get("ckpt_path"), output_dir))
+        trainer.fit(task, datamodule=dm, ckpt_path=resume)
         metrics = {k: as_float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
         best = getattr(trainer.checkpoint_callback, "best_model_path", "") if trainer.checkpoint_callback else ""
         ckpt = "best" if best and cfg.get("test_ckpt", "best") == "best" else None
@@ -212,11 +213,26 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
     extra = getattr(net, "extra_metrics", None)
     if callable(extra):
         metrics.update({k: float(v) for k, v in extra().items()})
-    record.update(metrics=metrics, wall_time_s=time.time() - started, tested_on=ckpt or "last",
+    wall = last.wall_time() if last is not None else time.time() - started
+    record.update(metrics=metrics, wall_time_s=wall, tested_on=ckpt or "last", resumed_from_step=meta.get("global_step"),
                   epochs=trainer.current_epoch, steps=trainer.global_step, status="finished")
     write_json_atomic(output_dir / "metrics.json", record)
     log.info("Wrote %s", output_dir / "metrics.json")
     return record
+
+
+def log_hyperparams(loggers: list, params: dict) -> None:
+    """Log run facts; a wandb that cannot log in (bad key, no network) becomes one line, not a traceback."""
+    for lg in loggers:
+        if not hasattr(lg, "log_hyperparams"):
+            continue
+        try:
+            lg.log_hyperparams(params)
+        except Exception as err:
+            if not type(err).__module__.startswith("wandb"):
+                raise
+            raise UserError(f"wandb could not start ({' '.join(str(err).split())[:160]}): check WANDB_API_KEY "
+                            "(`wandb login`) or run offline with WANDB_MODE=offline") from None
 
 
 # ---------------------------------------------------------------- CLI
@@ -235,29 +251,49 @@ def check_group_choices(argv: list[str]) -> None:
                 raise UserError(f"unknown {key} '{choice}': choose one of {', '.join(options)}")
 
 
-@hydra.main(version_base="1.3", config_path="../../conf", config_name="train")
+FAILED_CELLS: list[str] = []   # a multirun records failed cells here and goes on with the others
+
+
+def user_message(err: BaseException) -> str | None:
+    """The one line for errors a user can act on; None for bugs (those keep their traceback)."""
+    if isinstance(err, UserError):
+        return str(err)
+    if isinstance(err, InstantiationException) and isinstance(err.__cause__, (ValueError, UserError)):
+        return str(err.__cause__)   # a constructor rejected a config value; its message names the key
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
+        return (f"cannot write {err.filename or 'the output'}: {err.strerror}; free disk space or point "
+                "paths.output_root at a writable folder (completed files were written atomically)")
+    return None
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
 def _hydra_main(cfg: DictConfig) -> None:
+    from hydra.types import RunMode
+
+    output_dir = HydraConfig.get().runtime.output_dir
     try:
-        train(cfg, HydraConfig.get().runtime.output_dir)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
-    except InstantiationException as err:
-        # a constructor rejected a config value (its message names the key): show that, not Hydra's wrapper
-        cause = err.__cause__ if isinstance(err.__cause__, (ValueError, UserError)) else None
-        if cause is None:
+        train(cfg, output_dir)
+    except Exception as err:
+        message = user_message(err)
+        if message is None:
             raise
-        print(f"error: {cause}", file=sys.stderr)
-        sys.exit(2)
+        print(f"error: {' '.join(message.split())}", file=sys.stderr)
+        if HydraConfig.get().mode != RunMode.MULTIRUN:
+            sys.exit(2)
+        FAILED_CELLS.append(Path(output_dir).name)   # the other cells of the sweep still run
 
 
 def main() -> None:
     try:
         check_group_choices(sys.argv[1:])
+        sys.argv[1:] = canonical_overrides(sys.argv[1:])   # optimizer.lr=1e-3 and 0.001 name one cell
+        check_command_line(sys.argv[1:])                    # compose + validate before Hydra runs anything
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
         sys.exit(2)
     _hydra_main()
+    if FAILED_CELLS:
+        sys.exit(2)
 
 
 if __name__ == "__main__":

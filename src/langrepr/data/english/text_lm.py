@@ -26,6 +26,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from langrepr.data.integrity import check_corpus, file_digests
 from langrepr.errors import UserError
 
 SPECIALS = ("<pad>", "<mask>")
@@ -38,7 +39,11 @@ def read_local_lines(folder: Path, filename: str) -> list[str]:
     if not path.exists():
         raise UserError(f"{path} not found: point data_dir (or LANGREPR_DATA_DIR) at a folder holding {filename}, "
                         "or set data_dir=null to download from the Hugging Face hub")
-    return path.read_text(encoding="utf-8").splitlines()
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path} is not UTF-8 text (byte {err.start}): re-encode it (iconv -t utf-8) or point "
+                        "data_dir at the original corpus") from None
 
 
 def read_hub_lines(hub_name: str, hub_config: str | None, split: str, text_field: str) -> list[str]:
@@ -122,8 +127,9 @@ class TextLMDataModule(pl.LightningDataModule):
     def _source_key(self) -> str:
         if self.data_dir is not None:
             folder = Path(self.data_dir)
-            stats = {s: (f, (folder / f).stat().st_size if (folder / f).exists() else None)
-                     for s, f in self.files.items()}
+            present = [folder / f for f in self.files.values() if (folder / f).is_file()]
+            digests = file_digests(present)   # content, cached by size+mtime: an edited file is a new cache
+            stats = {s: (f, digests.get(str((folder / f).resolve()))) for s, f in self.files.items()}
             src = {"dir": str(folder.resolve()), "files": stats}
         else:
             src = {"hub": self.hub_name, "config": self.hub_config, "field": self.text_field}
@@ -145,6 +151,9 @@ class TextLMDataModule(pl.LightningDataModule):
         tokens = {s: line_tokens(self._lines(s)) for s in SPLITS}
         if not tokens["train"]:
             raise UserError(f"{self.name}: the training split is empty; check the data files / hub dataset")
+        covered = set(tokens["train"])
+        check_corpus(self.name, len(tokens["train"]), len(tokens["validation"]),
+                     sum(1 for t in tokens["validation"] if t in covered))
         vocab = build_vocab(tokens["train"], self.max_vocab)
         unk = vocab.get("<unk>")
         payload = {"vocab": vocab}

@@ -29,6 +29,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Sampler
 
+from langrepr.data.integrity import file_digests
 from langrepr.errors import UserError
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
@@ -42,8 +43,12 @@ def read_lines(path: Path) -> list[str]:
         raise UserError(f"{path} not found: point data_dir (or LANGREPR_DATA_DIR) at a folder holding it, "
                         "or set data_dir=null to download from the Hugging Face hub")
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        return [line.rstrip("\n") for line in fh]
+    try:
+        with opener(path, "rt", encoding="utf-8") as fh:
+            return [line.rstrip("\n") for line in fh]
+    except (UnicodeDecodeError, OSError, EOFError) as err:   # not UTF-8, or a damaged .gz
+        raise UserError(f"{path} cannot be read as UTF-8 text ({type(err).__name__}): re-encode or re-download "
+                        "it") from None
 
 
 def train_bpe(texts: list[str], vocab_size: int, min_frequency: int):
@@ -182,8 +187,12 @@ class TranslationDataModule(pl.LightningDataModule):
         return pairs
 
     def _tokenizer_path(self) -> Path:
-        src = ({"dir": str(Path(self.data_dir).resolve()), "files": self.files} if self.data_dir is not None
-               else {"hub": self.hub_name, "config": self.hub_config})
+        if self.data_dir is not None:
+            listed = [Path(self.data_dir) / f for fs in self.files.values() if fs for f in fs]
+            content = file_digests([p for p in listed if p.is_file()])   # an edited corpus gets a new BPE
+            src = {"dir": str(Path(self.data_dir).resolve()), "files": self.files, "content": content}
+        else:
+            src = {"hub": self.hub_name, "config": self.hub_config}
         key = json.dumps({"src": src, "holdout": self.holdout_validation, "vocab": self.vocab_size,
                           "min_freq": self.min_frequency, "unescape": self.unescape_xml,
                           "max_train": self.max_train_samples, "v": 1}, sort_keys=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib
+import inspect
 import json
 import os
 import re
@@ -134,6 +135,37 @@ class Backend(Protocol):
     def rows(self, job: Any, start_index: int) -> Iterable[Mapping[str, Any]]: ...
 
 
+NETWORK_TIMEOUT_S = 120   # per API call: a key with no route to Google fails with one line instead of hanging
+
+
+def check_key_file(path: str | None) -> None:
+    """A set GOOGLE_APPLICATION_CREDENTIALS must name a readable JSON key; say which problem it has."""
+    if not path:
+        return
+    key = Path(path)
+    if not key.is_file():
+        raise UserError(f"GOOGLE_APPLICATION_CREDENTIALS={path}: no such file; point it at your service-account key "
+                        "JSON, or unset it and run `gcloud auth application-default login`")
+    try:
+        content = json.loads(key.read_text())
+    except (OSError, ValueError):
+        raise UserError(f"GOOGLE_APPLICATION_CREDENTIALS={path} is not a JSON key file (damaged or the wrong file): "
+                        "download the key again from the Cloud console") from None
+    if not isinstance(content, dict) or "type" not in content:
+        raise UserError(f"GOOGLE_APPLICATION_CREDENTIALS={path} is JSON but not a Google credentials file (no "
+                        "\"type\" field): download the service-account key again")
+
+
+def _is_network_error(err: Exception) -> bool:
+    """Connection refused, DNS failure, timeouts, retries exhausted: anything that means 'no route'."""
+    import concurrent.futures
+
+    names = {type(e).__name__ for e in (err, err.__cause__, err.__context__) if e is not None}
+    return bool(names & {"ConnectionError", "ConnectTimeout", "ReadTimeout", "Timeout", "TransportError",
+                         "RetryError", "DeadlineExceeded", "ServiceUnavailable"}) or isinstance(
+        err, (concurrent.futures.TimeoutError, TimeoutError, ConnectionError))
+
+
 class BigQueryBackend:
     """The real client; raises UserError (one line) when the project, library or credentials are missing."""
 
@@ -142,6 +174,7 @@ class BigQueryBackend:
         if not project:
             raise UserError("no Google Cloud project: pass --project P or set GOOGLE_CLOUD_PROJECT "
                             "(that project is billed for the query)")
+        check_key_file(os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"))
         try:
             bigquery = importlib.import_module("google.cloud.bigquery")
             google_auth = importlib.import_module("google.auth")
@@ -150,7 +183,10 @@ class BigQueryBackend:
             raise UserError("google-cloud-bigquery is not installed: pip install 'langrepr[bigquery]'") from None
         try:
             credentials, _ = google_auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
-        except auth_errors.DefaultCredentialsError:
+        except auth_errors.DefaultCredentialsError as err:
+            if os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"):   # set and readable, yet refused: say why
+                raise UserError(f"GOOGLE_APPLICATION_CREDENTIALS={os.environ['GOOGLE_APPLICATION_CREDENTIALS']} was "
+                                f"refused ({' '.join(str(err).split())[:160]}): download a fresh key") from None
             raise UserError("no Google Cloud credentials: run `gcloud auth application-default login` or set "
                             "GOOGLE_APPLICATION_CREDENTIALS to a service-account key file") from None
         self.bq = bigquery
@@ -161,9 +197,15 @@ class BigQueryBackend:
                 for n, t, v in params]
 
     def _call(self, fn, *args, **kwargs):
+        if "timeout" in inspect.signature(fn).parameters:   # google-cloud-bigquery's query() and result() do
+            kwargs["timeout"] = NETWORK_TIMEOUT_S
         try:
             return fn(*args, **kwargs)
         except Exception as e:   # google.api_core errors carry a one-line .message; keep it that way
+            if _is_network_error(e):
+                raise UserError(f"could not reach BigQuery within {NETWORK_TIMEOUT_S} s ({type(e).__name__}): check "
+                                "the network or proxy to bigquery.googleapis.com, then rerun (the export resumes)"
+                                ) from None
             message = getattr(e, "message", None)
             if message is None:
                 raise

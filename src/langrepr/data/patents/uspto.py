@@ -35,7 +35,8 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
-from langrepr.data.patents.files import SPLITS, join_claims, manifest_digest, read_manifest, split_counts
+from langrepr.data.integrity import check_documents, read_manifest_checked, verify_manifest
+from langrepr.data.patents.files import SPLITS, join_claims, manifest_digest, split_counts
 from langrepr.data.patents.labels import LABELINGS, LabelVocabulary, table2_stats
 from langrepr.errors import UserError
 
@@ -59,7 +60,7 @@ def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
 
 def load_manifest(data_dir: Path) -> dict[str, Any]:
     """The export's manifest; UserError when the folder holds no finished export."""
-    manifest = read_manifest(data_dir)
+    manifest = read_manifest_checked(data_dir)   # a damaged manifest.json: one line naming it
     if manifest is None:
         raise UserError(f"no manifest.json in {data_dir}: the export is missing or unfinished; rerun "
                         f"`python -m langrepr.data.patents.uspto export ...` (it resumes) or point {ENV_DIR} elsewhere")
@@ -240,6 +241,7 @@ class PatentDataModule(pl.LightningDataModule):
             return
         self._dir = resolve_data_dir(self.data_dir)
         manifest = load_manifest(self._dir)
+        verify_manifest(self._dir, manifest)   # shards vs their recorded sha256, so the cache key is the content
         counts = split_counts(manifest["shards"])
         plan = self._plan(counts)
         cache_dir = Path(self.cache_dir) if self.cache_dir else self._dir / "cache"
@@ -251,10 +253,14 @@ class PatentDataModule(pl.LightningDataModule):
                               "seed": self.seed, "val_fraction": self.val_fraction}, sort_keys=True)
         key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
         path = cache_dir / f"patents-{key}.pt"
+        cache = None
         if path.is_file():
-            cache = torch.load(path, weights_only=True)
-            log.info("loaded tokenized patents from %s", path)
-        else:
+            try:
+                cache = torch.load(path, weights_only=True)
+                log.info("loaded tokenized patents from %s", path)
+            except Exception:  # noqa: BLE001  (a damaged cache file is rebuilt, never trusted)
+                log.warning("token cache %s is unreadable: rebuilding it", path)
+        if cache is None:
             cache = self._encode_all(manifest, plan)
             tmp = path.with_name(f".{path.name}.tmp")
             torch.save(cache, tmp)
@@ -280,7 +286,9 @@ class PatentDataModule(pl.LightningDataModule):
         n_docs, seconds = 0, 0.0
         for name, idx in plan.items():
             ids, masks, texts = [], [], self._texts(manifest, sources[name], idx)
+            n_empty = 0
             while chunk := list(itertools.islice(texts, _ENCODE_CHUNK)):
+                n_empty += sum(1 for t in chunk if not t.strip())
                 t0 = time.perf_counter()
                 enc = self.tokenizer.encode(chunk)
                 seconds += time.perf_counter() - t0
@@ -290,6 +298,7 @@ class PatentDataModule(pl.LightningDataModule):
                                      f"them as {dtype}")
                 ids.append(enc["input_ids"].to(dtype))
                 masks.append(enc["attention_mask"].to(torch.uint8))
+            check_documents(f"USPTO export {self._dir}", name, len(idx), n_empty)
             rows = vocab.encode(_iter_rows(self._dir, manifest, sources[name], "cpc", idx))
             offsets = np.zeros(len(rows) + 1, dtype=np.int64)
             offsets[1:] = np.cumsum([len(r) for r in rows])

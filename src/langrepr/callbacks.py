@@ -1,0 +1,217 @@
+"""Lightning callbacks and the checkpoint writer that make a run safe to stop, resume and trust.
+
+- `NonFiniteGuard`: a NaN/inf training loss or validation metric stops the run at once with one line
+  (step, value, learning rate) instead of training on and recording a meaningless "finished" cell.
+- `LastCheckpoint`: writes `last.ckpt` at the end of every epoch (and every N steps when asked),
+  whatever the monitored metric does, stamped with the cell's fingerprint, the wall time spent so far
+  and the RNG states (global torch/numpy/python and the training sampler's own generator) that make
+  a resume from an epoch boundary bit-identical to an uninterrupted run.
+- `AtomicCheckpointIO`: every checkpoint is written to a temporary file and renamed into place, so a
+  kill or a full disk never leaves a truncated `best.ckpt`/`last.ckpt`.
+
+Resuming mid-epoch (from an every-N-steps checkpoint) is what Lightning itself supports: the weights
+and counters are exact but the rest of that epoch sees a fresh data order (Lightning warns about it).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+from pytorch_lightning.callbacks import Checkpoint
+
+from langrepr.errors import Diverged
+
+log = logging.getLogger("langrepr.train")
+META_KEY = "langrepr"
+
+
+# ---------------------------------------------------------------- atomic checkpoint files
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """torch.save into `.<name>.tmp` in the same folder, then os.replace: readers see old or new, never torn."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            with open(tmp, "wb") as fh:
+                torch.save(checkpoint, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+
+# ---------------------------------------------------------------- divergence
+
+def _configured_lr(trainer: pl.Trainer) -> float | None:
+    """The learning rate the config asked for (a scheduler's `initial_lr`), not the decayed current one."""
+    try:
+        group = trainer.optimizers[0].param_groups[0]
+        return float(group.get("initial_lr", group["lr"]))
+    except (IndexError, KeyError, AttributeError):
+        return None
+
+
+class NonFiniteGuard(pl.Callback):
+    """Stop with `Diverged` at the first non-finite training loss or validation metric."""
+
+    def _stop(self, trainer: pl.Trainer, what: str, value: float) -> None:
+        lr = _configured_lr(trainer)
+        hint = f"lower optimizer.lr (it is {lr:g})" if lr is not None else "lower optimizer.lr"
+        raise Diverged(f"training diverged: {what} = {value} at step {trainer.global_step} (epoch "
+                       f"{trainer.current_epoch}); {hint} or add trainer.gradient_clip_val=1.0, then rerun with force=true")
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        if isinstance(loss, torch.Tensor) and not bool(torch.isfinite(loss.detach()).all()):
+            self._stop(trainer, "train loss", float(loss.detach().float().mean()))
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        for name, value in trainer.callback_metrics.items():
+            v = float(value) if isinstance(value, torch.Tensor) and value.numel() == 1 else value
+            if name.startswith("val/") and isinstance(v, float) and not math.isfinite(v):
+                self._stop(trainer, name, v)
+
+
+# ---------------------------------------------------------------- last checkpoint + resume state
+
+def _sampler_generators(trainer: pl.Trainer) -> list[torch.Generator]:
+    """The torch.Generator objects the training data order draws from (sampler or batch sampler)."""
+    loader = trainer.train_dataloader
+    loaders = loader if isinstance(loader, (list, tuple)) else [loader]
+    found: list[torch.Generator] = []
+    for dl in loaders:
+        sampler, batch_sampler = getattr(dl, "sampler", None), getattr(dl, "batch_sampler", None)
+        for obj in (getattr(dl, "generator", None), sampler, getattr(sampler, "sampler", None), batch_sampler,
+                    getattr(batch_sampler, "sampler", None)):
+            gen = obj if isinstance(obj, torch.Generator) else getattr(obj, "generator", None)
+            if isinstance(gen, torch.Generator) and all(gen is not g for g in found):
+                found.append(gen)
+    return found
+
+
+def rng_state() -> dict[str, Any]:
+    """Global RNG states as tensors and plain lists (loadable with torch.load(weights_only=True))."""
+    np_state = np.random.get_state()
+    py_state = random.getstate()
+    state = {"torch": torch.get_rng_state(),
+             "numpy": [str(np_state[0]), torch.from_numpy(np_state[1].astype(np.int64)), *map(int, np_state[2:4]),
+                       float(np_state[4])],
+             "python": [py_state[0], list(py_state[1]), py_state[2]]}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), int(pos), int(has_gauss), float(cached)))
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class LastCheckpoint(Checkpoint):
+    """`<dirpath>/last.ckpt` every epoch end (after validation) and every N training steps, atomically.
+
+    A `Checkpoint` subclass so that Lightning runs it after ModelCheckpoint: the best-model state it
+    stores is then the one of this epoch.
+
+    Every checkpoint the trainer writes (best.ckpt too) carries `checkpoint["langrepr"]`: the cell
+    fingerprint, the data digest and the cumulative wall time, so `train.py` can refuse to resume a
+    checkpoint into a different config and can add up the time of interrupted processes.
+    """
+
+    def __init__(self, dirpath: str, every_n_train_steps: int | None = None, filename: str = "last"):
+        self.dirpath, self.every_n_train_steps, self.filename = Path(dirpath), every_n_train_steps, filename
+        self.fingerprint: str | None = None     # set by train.py before fit
+        self.data_digest: str | None = None
+        self.wall_offset = 0.0                  # seconds spent by earlier processes of this cell
+        self.started = time.time()
+        self._pending: dict[str, Any] | None = None
+        self._saved_step = -1
+
+    @property
+    def path(self) -> Path:
+        return self.dirpath / f"{self.filename}.ckpt"
+
+    def wall_time(self) -> float:
+        return self.wall_offset + (time.time() - self.started)
+
+    # state written into every checkpoint
+    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
+        checkpoint[META_KEY] = {"fingerprint": self.fingerprint, "data_digest": self.data_digest,
+                                "wall_time_s": self.wall_time(), "rng": rng_state(),
+                                "sampler_generators": [g.get_state() for g in _sampler_generators(trainer)]}
+
+    def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
+        self._pending = checkpoint.get(META_KEY)
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        for cb in trainer.checkpoint_callbacks:
+            # ModelCheckpoint restores best_model_path but not best_k_models, so its first check after a
+            # resume would overwrite best.ckpt with a worse model; give it back its best entry
+            path = getattr(cb, "best_model_path", "")
+            if path and not getattr(cb, "best_k_models", {1: 1}) and cb.best_model_score is not None:
+                cb.best_k_models = {path: cb.best_model_score}
+                cb.kth_best_model_path, cb.kth_value = path, cb.best_model_score
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """First epoch after a resume: every RNG back where the checkpoint left it, then a new iterator.
+
+        An uninterrupted run creates the training iterator at each epoch start (the DataLoader draws its
+        base seed from the global RNG there; samplers draw their order lazily, at the first batch).
+        """
+        if not self._pending:
+            return
+        if self._pending.get("rng"):
+            set_rng_state(self._pending["rng"])
+        for gen, state in zip(_sampler_generators(trainer), self._pending.get("sampler_generators", [])):
+            gen.set_state(state)
+        fetcher = getattr(trainer.fit_loop, "_data_fetcher", None)
+        if fetcher is not None:
+            iter(fetcher)
+        self._pending = None
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        n = self.every_n_train_steps
+        if n and trainer.global_step % n == 0 and trainer.global_step != self._saved_step:
+            trainer.save_checkpoint(self.path)
+            self._saved_step = trainer.global_step
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        trainer.save_checkpoint(self.path)
+        self._saved_step = trainer.global_step
+
+
+def read_checkpoint_meta(path: Path) -> dict[str, Any]:
+    """`checkpoint["langrepr"]` of a checkpoint file; UserError naming the file when it cannot be read."""
+    from langrepr.errors import UserError
+
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:  # noqa: BLE001  (truncated zip, pickle error, ...)
+        raise UserError(f"checkpoint {path} cannot be read ({type(err).__name__}; truncated or damaged): delete it "
+                        "or pass force=true to start this cell over") from None
+    meta = ckpt.get(META_KEY) if isinstance(ckpt, dict) else None
+    return dict(meta or {}) | {"global_step": int(ckpt.get("global_step", 0)), "epoch": int(ckpt.get("epoch", 0))}
