@@ -44,6 +44,7 @@ bench: $(STAMP) ## benchmarks: ratios measured in one run, written to outputs/be
 	$(PY) scripts/bench_ewe.py
 	$(PY) scripts/bench_loader_wait.py
 	$(PY) scripts/bench_tensorcoder.py
+	$(PY) scripts/bench_leam.py
 	$(PY) scripts/bench_multihot.py
 
 tables: $(STAMP) ## render every table from the runs already in outputs/ (no training)
@@ -71,10 +72,22 @@ tensorcoder-table2: ## TensorCoder Table 2: WMT16 En-De BLEU + FLOPs
 tensorcoder-table3: ## TensorCoder Table 3: IWSLT16 En-De BLEU + FLOPs
 $(foreach n,1 2 3 4 5,$(eval $(call TABLE_RULE,ewe-table$(n),ewe_table$(n))))
 $(foreach n,1 2 3,$(eval $(call TABLE_RULE,tensorcoder-table$(n),tensorcoder_table$(n))))
+
+.PHONY: leam-table2 leam-table3 leam-table4 leam-table5
+leam-table2: ## LEAM Table 2: test accuracy of LEAM + baselines (quick: AG News only, local test-split cut)
+leam-table3: ## LEAM Table 3 / Fig. 2c: LEAM accuracy against the window 2r+1
+leam-table4: ## LEAM Table 4: parameters and time per 1,000 training iterations, ratios to LEAM
+leam-table5: ## LEAM Table 5: MIMIC-III 50 codes multi-label (quick: synthetic-patents stand-in)
+$(foreach n,2 3 4 5,$(eval $(call TABLE_RULE,leam-table$(n),leam_table$(n))))
+# quick LEAM cells on shared CPUs: one intra-op thread (2 threads under contention measured 6x slower per step)
+ifeq ($(PROFILE),quick)
+leam-table2 leam-table3 leam-table4 leam-table5: export OMP_NUM_THREADS ?= 1
+endif
 multihot-table1: ## Multi-hot LM Table 1: token-list sizes (kiwipiepy analysis, cached; needs LANGREPR_DATA_DIR for quick)
 multihot-table2: ## Multi-hot LM Table 2: the three MLM losses (small model, BPE + syllable list)
 multihot-table4: ## Multi-hot LM Table 4: KorQuAD answers divided / not divided by each token list
 $(foreach n,1 2 4,$(eval $(call TABLE_RULE,multihot-table$(n),multihot_table$(n))))
+
 
 # a mistyped target (make ewe-table9) is one line naming it, not make's "No rule to make target"
 .DEFAULT:
