@@ -46,6 +46,7 @@ bench: $(STAMP) ## benchmarks: ratios measured in one run, written to outputs/be
 	$(PY) scripts/bench_tensorcoder.py
 	$(PY) scripts/bench_leam.py
 	$(PY) scripts/bench_multihot.py
+	$(PY) scripts/bench_bit_cipher.py
 
 tables: $(STAMP) ## render every table from the runs already in outputs/ (no training)
 	$(RENDER) all --profile $(PROFILE)
@@ -87,6 +88,10 @@ multihot-table1: ## Multi-hot LM Table 1: token-list sizes (kiwipiepy analysis, 
 multihot-table2: ## Multi-hot LM Table 2: the three MLM losses (small model, BPE + syllable list)
 multihot-table4: ## Multi-hot LM Table 4: KorQuAD answers divided / not divided by each token list
 $(foreach n,1 2 4,$(eval $(call TABLE_RULE,multihot-table$(n),multihot_table$(n))))
+.PHONY: bitcipher-table1 bitcipher-table6
+bitcipher-table1: ## Bit Cipher Table 1: cipher / Sum / Cat vs word2vec, POS (GUM) + NER (CoNLL-2003) probes
+bitcipher-table6: ## Bit Cipher Tables 6-7: cipher-only across data size, POS + NER probes
+$(foreach n,1 6,$(eval $(call TABLE_RULE,bitcipher-table$(n),bitcipher_table$(n))))
 
 
 # a mistyped target (make ewe-table9) is one line naming it, not make's "No rule to make target"

@@ -18,7 +18,7 @@ from langrepr.pipelines.cooccurrence import (
     log_transform,
     shard_cooccurrence,
 )
-from langrepr.pipelines.corpus_shards import corpus_shards, merged_counts, tokenise_corpus
+from langrepr.pipelines.corpus_shards import corpus_shards, merged_counts, save_npz_atomic, tokenise_corpus
 from langrepr.pipelines.postprocess import postprocess, whitening_matrix
 from langrepr.pipelines.probing import majority_probe, probe_cell, score
 
@@ -136,6 +136,11 @@ def test_tokenise_shards_counts_and_resume(tmp_path):
     assert tokenise_corpus(tmp_path / "cache", sources, data, shard_tokens=60) == folder   # complete: reused
     with pytest.raises(UserError, match="no documents"):
         tokenise_corpus(tmp_path / "cache2", sources, data, shard_tokens=60, max_tokens=0)
+    save_npz_atomic(shards[0], {"words": np.array([], dtype=object), "ids": np.zeros(0, dtype=np.int32),
+                                "doc_offsets": np.zeros(1, dtype=np.int64), "counts": np.zeros(0, dtype=np.int64),
+                                "doc_counts": np.zeros(0, dtype=np.int64)})
+    with pytest.raises(UserError, match=f"corpus shard {shards[0].name} is empty"):
+        merged_counts(folder)
 
 
 def test_parallel_matrix_equals_serial_and_resumes_from_partials(tmp_path):

@@ -9,9 +9,11 @@ radius r (same document, i excluded) are aggregated and added to w's row:
 
 Vectorised: a shard's left-context pair counts L (r integer keys per token, one sort, a CSR matrix) give
 M = L ν + Lᵀ ν (the right context is the transpose), so the per-token work is O(r) integer operations and the
-b-dimensional work is per distinct pair; no Python loop per token. Shards are processed by a process pool in groups (``group_shards`` shards per partial matrix, written
-atomically to ``partials/``) and summed; a crashed run resumes from its finished partials. Memory per process:
-one (V+1) × D float64 accumulator plus O(r × shard tokens) integer keys.
+b-dimensional work is per distinct pair; no Python loop per token. Shards are processed by a process pool in
+groups (``group_shards`` shards per partial matrix, default one contiguous block per worker; partials written
+atomically to ``partials/``) and summed; a crashed run resumes from its finished partials (smaller groups =
+finer resume, more partial files). Memory per process: one (V+1) × D float64 accumulator plus O(r × shard
+tokens) integer keys.
 
 Then ``log=True`` (the paper's setting) applies the predecessor code's transform: each b-block of a row is
 normalised to sum 1 and replaced by −log10 of it (zeros floored at half the smallest positive entry; rows never
@@ -130,7 +132,7 @@ def _group_partial(job: tuple[int, list[str], str]) -> str:
 
 def cooccurrence_matrix(corpus_dir: str | Path, table: np.ndarray, index: dict[str, int], work_dir: str | Path,
                         mode: str = "sum", radius: int = 4, cat_mode: str = "left_right", workers: int = 2,
-                        group_shards: int = 1) -> np.ndarray:
+                        group_shards: int | None = None) -> np.ndarray:
     """Σ over all shards of the co-occurrence rows: (V+1) × D, last row = OOV targets. Partials are resumable."""
     check_options(mode, radius, cat_mode)
     shards = [str(p) for p in corpus_shards(corpus_dir)]
@@ -138,6 +140,8 @@ def cooccurrence_matrix(corpus_dir: str | Path, table: np.ndarray, index: dict[s
         raise UserError(f"no corpus shards under {corpus_dir}: tokenise the corpus first")
     partial_dir = Path(work_dir) / "partials"
     partial_dir.mkdir(parents=True, exist_ok=True)
+    if not group_shards:                                         # default: one contiguous block per worker
+        group_shards = -(-len(shards) // max(1, workers))
     groups = [shards[i:i + group_shards] for i in range(0, len(shards), max(1, group_shards))]
     jobs = [(g, paths, str(partial_dir)) for g, paths in enumerate(groups)
             if not (partial_dir / f"group-{g:05d}.npy").exists()]

@@ -88,7 +88,7 @@ def build_vectors(output_dir: str, kind: str, corpus: dict, data_dir: str | None
                   bits: int = 200, beta: str = "df_over_f", noise: bool = True, oov: str = "sigma",
                   grow_bits: bool = False, radius: int = 4, cat_mode: str = "left_right", log: bool = True,
                   whiten: str = "zca", centre: bool = True, l2: bool = True, extra_vocab: list[str] | None = None,
-                  dim: int = 200, seed: int = 1, workers: int = 2, group_shards: int = 1,
+                  dim: int = 200, seed: int = 1, workers: int = 2, group_shards: int | None = None,
                   word2vec: dict | None = None) -> dict[str, float]:
     """Build one artefact into `output_dir` (see the module docstring); returns corpus size and timings."""
     if kind not in KINDS:

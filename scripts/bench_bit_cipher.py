@@ -1,0 +1,95 @@
+"""Benchmark Bit Cipher co-occurrence training (issue target: >= 1M tokens/s on 2 cores at b = 128, r = 8).
+
+Throughput of `cooccurrence_matrix` (Sum and Cat left_right) over pre-tokenised shards of a Zipf(1.1) token
+stream cut into 25-token documents; tokenisation excluded, as the target says. Each configuration runs in its
+own process (fresh peak-RSS counters) with `workers` pool processes; peak memory is the largest resident set of
+the driver and of any worker, beside the size of one dense (V+1) × D float64 accumulator, for several
+vocabulary sizes. Wall time includes the pool start and the merge of the partial matrices.
+
+Writes outputs/bench/bit_cipher.json as {"name", "value", "target", "details"}. ~1-3 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from langrepr.utils import PROJECT_ROOT, write_json_atomic
+
+
+def write_shards(folder: Path, vocab: int, tokens: int, shard_tokens: int, seed: int = 0) -> None:
+    """Shards in the layout `langrepr.pipelines.corpus_shards` writes (words, ids, doc_offsets, counts)."""
+    from langrepr.pipelines.corpus_shards import save_npz_atomic
+
+    rng = np.random.default_rng(seed)
+    words = np.array([f"w{i}" for i in range(vocab)], dtype=object)
+    for k, start in enumerate(range(0, tokens, shard_tokens)):
+        n = min(shard_tokens, tokens - start)
+        ids = (np.minimum(rng.zipf(1.1, n), vocab) - 1).astype(np.int32)
+        offsets = np.r_[np.arange(0, n, 25), n].astype(np.int64)
+        save_npz_atomic(folder / "shards" / f"{k:05d}.npz", {
+            "words": words, "ids": ids, "doc_offsets": offsets,
+            "counts": np.bincount(ids, minlength=vocab).astype(np.int64),
+            "doc_counts": np.zeros(vocab, dtype=np.int64)})
+
+
+def one(mode: str, vocab: int, tokens: int, bits: int, radius: int, workers: int, shard_tokens: int) -> dict:
+    from langrepr.pipelines.cooccurrence import cooccurrence_matrix
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        write_shards(folder, vocab, tokens, shard_tokens)
+        table = np.random.default_rng(1).random((vocab + 1, bits))
+        table /= table.sum(axis=1, keepdims=True)
+        index = {f"w{i}": i for i in range(vocab)}
+        start = time.perf_counter()
+        matrix = cooccurrence_matrix(folder, table, index, folder / "work", mode=mode, radius=radius,
+                                     workers=workers)
+        seconds = time.perf_counter() - start
+    kib = 1024
+    return {"mode": mode, "vocab": vocab, "tokens": tokens, "bits": bits, "radius": radius, "workers": workers,
+            "seconds": seconds, "tokens_per_s": tokens / seconds,
+            "peak_rss_driver_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kib,
+            "peak_rss_worker_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / kib,
+            "accumulator_mib": matrix.nbytes / 2**20}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--one", nargs=7, metavar=("MODE", "V", "T", "B", "R", "W", "S"), help=argparse.SUPPRESS)
+    parser.add_argument("--tokens", type=int, default=4_000_000)
+    parser.add_argument("--shard-tokens", type=int, default=1_000_000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--vocab-sizes", type=int, nargs="+", default=[10_000, 50_000, 200_000])
+    args = parser.parse_args()
+    if args.one:
+        mode, *nums = args.one
+        print(json.dumps(one(mode, *map(int, nums))))
+        return
+    rows = []
+    for vocab in args.vocab_sizes:
+        for mode in ("sum", "cat"):
+            cmd = [sys.executable, __file__, "--one", mode, str(vocab), str(args.tokens), "128", "8",
+                   str(args.workers), str(args.shard_tokens)]
+            result = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+            rows.append(result)
+            print(f"{mode:3s} V={vocab:>7,d} b=128 r=8 workers={args.workers}: {result['tokens_per_s']:>12,.0f} "
+                  f"tokens/s  peak RSS driver {result['peak_rss_driver_mib']:.0f} MiB, worker "
+                  f"{result['peak_rss_worker_mib']:.0f} MiB (accumulator {result['accumulator_mib']:.0f} MiB)")
+    best = {m: max(r["tokens_per_s"] for r in rows if r["mode"] == m) for m in ("sum", "cat")}
+    payload = [{"name": f"bit_cipher_{m}_tokens_per_s", "value": best[m], "target": 1_000_000,
+                "details": [r for r in rows if r["mode"] == m]} for m in ("sum", "cat")]
+    write_json_atomic(PROJECT_ROOT / "outputs" / "bench" / "bit_cipher.json", payload)
+    print(f"best tokens/s: Sum {best['sum']:,.0f}, Cat {best['cat']:,.0f} (target 1,000,000 on 2 cores)")
+
+
+if __name__ == "__main__":
+    main()
