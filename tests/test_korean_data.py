@@ -153,3 +153,18 @@ def test_corpus_sources_reject_missing_and_empty_input(tmp_path):
     with gzip.open(nsmc, "wt") as fh:
         fh.write("review_id\tmovie_id\trating\tdate\treview\n1\t1\t10\t14.08.01\t최고\n2\t1\t6\t14.08.01\t그냥 그래요\n")
     assert nsmc_neutral_reviews(tmp_path, 10) == ["그냥 그래요"]            # ratings 1-4 / 9-10 never used
+
+
+def test_nsp_pairs_have_types_and_half_random_seconds():
+    from langrepr.data.korean.batching import collate_pairs, pack_pairs
+
+    encoder = MorphemeEncoder(TokenList("bpe_syllable", [*SPECIALS, "다", "가"], analyser_name()))
+    sentences = [encoder.encode([("다", "NNG")] * 3), encoder.encode([("가", "NNG")] * 2)] * 100
+    pairs = pack_pairs(sentences, max_len=13, generator=torch.Generator().manual_seed(0))
+    assert 0.35 < sum(p.is_random for p in pairs) / len(pairs) < 0.65
+    assert all(len(p.first.groups) + len(p.second.groups) + 3 <= 13 for p in pairs)
+    batch = collate_pairs(pairs[:2], max_group=2)
+    first = len(pairs[0].first.groups)
+    assert batch["ids"][0, first + 1, 0] == SEP and batch["token_type_ids"][0, first + 2] == 1
+    assert batch["token_type_ids"][0, :first + 2].sum() == 0 and batch["nsp_labels"].tolist() == [
+        pairs[0].is_random, pairs[1].is_random]

@@ -80,4 +80,5 @@ def test_full_table2_cell_pretrains_then_fine_tunes_korquad(compose_cfg, tmp_pat
     metrics = record["metrics"]
     assert record["status"] == "finished" and 0 <= metrics["test/em"] <= 100 and 0 <= metrics["test/f1"] <= 100
     assert metrics["finetune/test_questions"] > 0 and "bpe_syllable/divided/finetuned_em" in metrics
+    assert metrics["pretrain/nsp"] == 1.0                       # the full profile pretrains with NSP, as the paper
     assert (tmp_path / "cell" / "predictions.json").exists()

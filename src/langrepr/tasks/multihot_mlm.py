@@ -3,7 +3,7 @@
 `MultiHotMLMTask` trains a `MultiHotLM` with one of the three losses (sce | bce | mhsce). `pretrained_checkpoint`
 runs pretraining for a (corpus, token list, model size, loss, schedule, seed) unless a finished checkpoint for
 exactly that config exists under `checkpoint_root`, so every fine-tuning cell that names the same config reuses
-it. `pretrain_pipeline` is the Table 2 MLM cell: it returns held-out target cross-entropy H(y/n, p) of the model
+it (NSP on [CLS] with `mlm.nsp: true`, as the paper trains). `pretrain_pipeline` is the Table 2 MLM cell: it returns held-out target cross-entropy H(y/n, p) of the model
 beside the unigram reference on the same masked positions (threshold-free, comparable across the three losses).
 """
 
@@ -22,7 +22,14 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from langrepr.data.korean.batching import collate_groups, mask_positions, pack_sentences
+from langrepr.data.korean.batching import (
+    SentencePair,
+    collate_groups,
+    collate_pairs,
+    mask_positions,
+    pack_pairs,
+    pack_sentences,
+)
 from langrepr.data.korean.encoding import MorphemeEncoder
 from langrepr.data.korean.prepare import analysed_corpus, token_lists
 from langrepr.data.korean.token_lists import SPECIALS
@@ -37,19 +44,24 @@ class MultiHotMLMTask(pl.LightningModule):
     """MLM on masked positions only; the loss and its eq.-6 reading come from config."""
 
     def __init__(self, net: MultiHotLM, loss: str = "mhsce", loss_options: dict | None = None, lr: float = 1e-3,
-                 weight_decay: float = 0.01, warmup_steps: int = 0, max_steps: int = 1000):
+                 weight_decay: float = 0.01, warmup_steps: int = 0, max_steps: int = 1000, nsp: bool = False):
         super().__init__()
         self.net, self.loss_name, self.loss_options = net, loss, dict(loss_options or {})
         self.lr, self.weight_decay, self.warmup_steps, self.max_steps = lr, weight_decay, warmup_steps, max_steps
-
-    def masked_logits(self, batch: dict) -> torch.Tensor:
-        hidden = self.net(batch["ids"], batch["group_mask"], batch["pos"], batch["attention_mask"])
-        return self.net.mlm_logits(hidden[batch["masked"]])
+        # NSP head on [CLS]: a pretraining-only layer, so the saved encoder is the same with or without NSP
+        self.nsp_head = torch.nn.Linear(net.hidden_size, 2) if nsp else None
 
     def training_step(self, batch: dict, _: int) -> torch.Tensor:
+        hidden = self.net(batch["ids"], batch["group_mask"], batch["pos"], batch["attention_mask"],
+                          batch.get("token_type_ids"))
         options = self.loss_options if self.loss_name == "mhsce" else {}
-        loss = mlm_loss(self.loss_name, self.masked_logits(batch), batch["target_ids"], batch["target_mask"],
-                        **options)
+        loss = mlm_loss(self.loss_name, self.net.mlm_logits(hidden[batch["masked"]]), batch["target_ids"],
+                        batch["target_mask"], **options)
+        self.log("train/mlm_loss", loss)
+        if self.nsp_head is not None:
+            nsp = torch.nn.functional.cross_entropy(self.nsp_head(hidden[:, 0]), batch["nsp_labels"])
+            self.log("train/nsp_loss", nsp)
+            loss = loss + nsp
         self.log("train/loss", loss, prog_bar=True)
         return loss
 
@@ -58,21 +70,22 @@ class MultiHotMLMTask(pl.LightningModule):
 
         from langrepr.tasks.optim import parameter_groups
 
-        optimizer = torch.optim.AdamW(parameter_groups(self.net, self.weight_decay), lr=self.lr)
+        optimizer = torch.optim.AdamW(parameter_groups(self, self.weight_decay), lr=self.lr)
         scheduler = get_linear_schedule_with_warmup(optimizer, self.warmup_steps, self.max_steps)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
 class MaskingCollator:
-    """Collate packed sequences and mask them with the collator's own generator (seeded per run)."""
+    """Collate packed sequences (or NSP pairs) and mask them with the collator's own generator (seeded per run)."""
 
     def __init__(self, vocab_size: int, max_group: int, mask_prob: float, seed: int):
         self.vocab_size, self.max_group, self.mask_prob = vocab_size, max_group, mask_prob
         self.generator = torch.Generator().manual_seed(seed)
 
     def __call__(self, sequences):
-        return mask_positions(collate_groups(sequences, self.max_group), self.vocab_size, self.generator,
-                              self.mask_prob)
+        pairs = bool(sequences) and isinstance(sequences[0], SentencePair)
+        batch = collate_pairs(sequences, self.max_group) if pairs else collate_groups(sequences, self.max_group)
+        return mask_positions(batch, self.vocab_size, self.generator, self.mask_prob)
 
 
 def plain(node: Any) -> Any:
@@ -83,16 +96,23 @@ def run_key(payload: dict) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def prepared_data(corpus: dict, sizes: dict, token_list: str, max_group: int, max_len: int, val_fraction: float,
-                  cache_dir: str, workers: int):
-    """Token list, encoder, and packed train / held-out sequences (the held-out tail of the corpus)."""
+def prepared_sentences(corpus: dict, sizes: dict, token_list: str, max_group: int, val_fraction: float,
+                       cache_dir: str, workers: int, part: str = "train"):
+    """Token list, encoder and the encoded sentences of the training part (or the held-out tail)."""
     tl = token_lists(corpus, sizes, cache_dir, workers)[token_list]
     encoder = MorphemeEncoder(tl, max_group)
     _, analysed = analysed_corpus(corpus, cache_dir, workers)
     cut = int(len(analysed) * (1 - val_fraction))
-    train = pack_sentences([encoder.encode(s) for s in analysed[:cut]], max_len)
-    held_out = pack_sentences([encoder.encode(s) for s in analysed[cut:]], max_len)
-    return tl, encoder, train, held_out
+    return tl, encoder, [encoder.encode(s) for s in (analysed[:cut] if part == "train" else analysed[cut:])]
+
+
+def prepared_data(corpus: dict, sizes: dict, token_list: str, max_group: int, max_len: int, val_fraction: float,
+                  cache_dir: str, workers: int):
+    """Token list, encoder, and packed train / held-out sequences (the held-out tail of the corpus)."""
+    tl, encoder, train = prepared_sentences(corpus, sizes, token_list, max_group, val_fraction, cache_dir, workers)
+    _, _, held_out = prepared_sentences(corpus, sizes, token_list, max_group, val_fraction, cache_dir, workers,
+                                        "held_out")
+    return tl, encoder, pack_sentences(train, max_len), pack_sentences(held_out, max_len)
 
 
 def unigram_log_probs(sequences, vocab_size: int) -> torch.Tensor:
@@ -150,8 +170,13 @@ def pretrained_checkpoint(corpus: Any, sizes: Any, token_list: str, model: Any, 
     tl, _, train, held_out = prepared_data(corpus, sizes, token_list, model["max_group"], model["max_positions"],
                                            mlm["val_fraction"], cache_dir, workers)
     net = instantiate(model, vocab_size=len(tl.tokens))
+    nsp, spans = bool(mlm.get("nsp", False)), train
+    if nsp:   # re-pack the training text as BERT's sentence pairs (the held-out MLM measure stays single spans)
+        _, _, sentences = prepared_sentences(corpus, sizes, token_list, model["max_group"], mlm["val_fraction"],
+                                                   cache_dir, workers)
+        train = pack_pairs(sentences, model["max_positions"], torch.Generator().manual_seed(seed))
     task = MultiHotMLMTask(net, mlm["loss"], mlm.get("loss_options"), mlm["lr"], mlm["weight_decay"],
-                           mlm["warmup_steps"], mlm["steps"])
+                           mlm["warmup_steps"], mlm["steps"], nsp)
     loader = torch.utils.data.DataLoader(train, batch_size=mlm["batch_size"], shuffle=True,
                                          collate_fn=MaskingCollator(len(tl.tokens), model["max_group"],
                                                                     mlm["mask_prob"], seed))
@@ -163,9 +188,9 @@ def pretrained_checkpoint(corpus: Any, sizes: Any, token_list: str, model: Any, 
     wall = time.time() - started
     record = {"steps": trainer.global_step, "wall_s": wall, "train_sequences": len(train),
               "held_out_sequences": len(held_out), "vocab_size": len(tl.tokens), "token_list": token_list,
-              "loss": mlm["loss"], "seed": seed,
+              "loss": mlm["loss"], "seed": seed, "nsp": nsp,
               **evaluate_mlm(net, held_out, len(tl.tokens), model["max_group"], mlm["batch_size"], seed,
-                             unigram_log_probs(train, len(tl.tokens)))}
+                             unigram_log_probs(spans, len(tl.tokens)))}
     folder.mkdir(parents=True, exist_ok=True)
     torch.save(net.state_dict(), folder / "model.pt")
     tl.save(folder / "token_list.json")

@@ -200,5 +200,5 @@ def korquad_finetune_pipeline(output_dir: str, korquad: Any, corpus: Any, sizes:
     baseline = {q.id: first_sentence(q) for q in test_q}
     metrics.update({f"baseline/{k}": v for k, v in score(baseline, test_q).items()})
     mlm_metrics = {k: v for k, v in record.items() if isinstance(v, (int, float)) and k.startswith("val/")}
-    return {**metrics, **mlm_metrics, "pretrain/wall_s": record["wall_s"], "finetune/wall_s": time.time() - started,
+    return {**metrics, **mlm_metrics, "pretrain/nsp": float(record.get("nsp", False)), "pretrain/wall_s": record["wall_s"], "finetune/wall_s": time.time() - started,
             "finetune/train_windows": len(train_w), "finetune/test_questions": len(test_q)}

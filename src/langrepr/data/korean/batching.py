@@ -3,11 +3,13 @@
 A position holds a group of token ids (one id unless multi-hot). Masking picks 15% of the non-special
 positions; 80% become [MASK], 10% a random single token, 10% stay; a masked group is replaced as ONE position
 (slot 0 = the replacement, the other slots emptied). The answer of a masked position is its original group.
+Next-sentence prediction (the paper trains with it) pairs packed chunks as BERT does (`pack_pairs`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -75,3 +77,38 @@ def mask_positions(batch: dict[str, torch.Tensor], vocab_size: int, generator: t
     new_ids[..., 0][to_random] = random_ids[to_random]
     return {**batch, "ids": new_ids, "group_mask": new_mask, "masked": masked,
             "target_ids": ids[masked], "target_mask": group_mask[masked]}
+
+
+@dataclass
+class SentencePair:
+    """Two packed chunks for next-sentence prediction: `is_random` = B is not the chunk that followed A."""
+
+    first: Encoded
+    second: Encoded
+    is_random: int
+
+
+def pack_pairs(encoded: Sequence[Encoded], max_len: int, generator: torch.Generator) -> list[SentencePair]:
+    """BERT's NSP pairs: chunks of ≤ (max_len − 3) / 2 positions; half the time B is the next chunk, else random."""
+    chunks = pack_sentences(encoded, (max_len - 3) // 2 + 2)
+    pairs = []
+    for i in range(len(chunks) - 1):
+        if len(chunks) > 2 and torch.rand(1, generator=generator).item() < 0.5:
+            j = int(torch.randint(len(chunks) - 1, (1,), generator=generator))
+            j = j if j < i + 1 else j + 1          # any chunk but the true next one
+            pairs.append(SentencePair(chunks[i], chunks[j], 1))
+        else:
+            pairs.append(SentencePair(chunks[i], chunks[i + 1], 0))
+    return pairs
+
+
+def collate_pairs(pairs: Sequence[SentencePair], max_group: int) -> dict[str, torch.Tensor]:
+    """[CLS] A [SEP] B [SEP] with token types 0 / 1 and `nsp_labels` (1 = B is random)."""
+    joined = [Encoded([*p.first.groups, [SEP], *p.second.groups], [*p.first.pos, SPECIAL_POS, *p.second.pos], [], [])
+              for p in pairs]
+    batch = collate_groups(joined, max_group)
+    types = torch.zeros_like(batch["attention_mask"])
+    for b, p in enumerate(pairs):
+        start = len(p.first.groups) + 2
+        types[b, start:start + len(p.second.groups) + 1] = 1
+    return {**batch, "token_type_ids": types, "nsp_labels": torch.tensor([p.is_random for p in pairs])}
