@@ -8,7 +8,7 @@ one fused log-softmax per position, so the cost is that of plain cross-entropy (
 Dims: M masked positions, V vocabulary, G group slots.
 
 [inferred, configurable]:
-- eq. 6 contradicts its prose (METHODS §2.2): `eq6="prose"` keeps answers still below their target share
+- eq. 6 contradicts its own prose: `eq6="prose"` keeps answers still below their target share
   (label = 1[ℓ > 0]); `eq6="printed"` keeps those above it (label = y·1[ℓ < 0]). `label_weight` = one|count.
 - positions whose label sum is 0 contribute 0 (eq. 7 undefined); the loss is the mean over masked positions.
 - eq. 3 with a multi-hot y is the sum over the answer slots (not divided by n); eq. 4 is the standard BCE
