@@ -314,6 +314,10 @@ def render(table: str, profile: str = "full", outputs: str | Path = "outputs", f
     for row in spec["rows"]:
         row.setdefault("run_id", cfg.run_id)
     result = build(spec, runs, cfg.profile_name)
+    for rid in sorted(run_ids - {cfg.run_id}):
+        shared = ", ".join(r["key"] for r in spec["rows"] if r["run_id"] == rid)
+        result["notes"].append(f"Rows {shared} are the cells of {rid} (same configuration); "
+                               f"`make {rid.replace('_', '-')}` runs them.")
     stem = table if cfg.profile_name in ("full", "exact") else f"{table}.{cfg.profile_name}"
     before = measured_cells(existing_table(outputs / "tables" / f"{stem}.json"))
     result["kept_existing"] = not force and measured_cells(result) < before
