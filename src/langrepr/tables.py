@@ -60,6 +60,8 @@ def load_runs(run_root: Path) -> list[dict]:
     """
     runs = []
     for path in sorted(run_root.rglob("metrics.json")):
+        if any(part.startswith(".") for part in path.relative_to(run_root).parts):
+            continue  # cells moved aside by force=true (.replaced/) are history, not results
         try:
             record = json.loads(path.read_text())
             if record.get("status") not in ("finished", "diverged"):
