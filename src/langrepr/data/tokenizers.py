@@ -1,6 +1,6 @@
 """Tokenizers for the EWE experiments (arXiv 2302.13475), all behind one small interface.
 
-Interface (see .contract.md): `prepare(texts, cache_dir)` trains or loads a vocabulary (no-op for byte and
+The tokenizer contract every datamodule relies on: `prepare(texts, cache_dir)` trains or loads a vocabulary (no-op for byte and
 code-point tokenizers), `encode(texts) -> {"input_ids", "attention_mask"}` with fixed shapes,
 `cache_key()` changes whenever the encoding would change, `vocab_size` is the id range a model needs.
 
