@@ -1,0 +1,104 @@
+"""Smoke tests of the LEAM table targets: each experiment's quick sweep runs at a tiny size and renders.
+
+Same shape as `test_make_targets.py`: the CLI a user runs (`langrepr.train -m experiment=... profile=quick`),
+then `langrepr.tables`. Data: a generated AG-News-like test.csv in a tmp LANGREPR_DATA_DIR.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import run_cli
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+TOPICS = ["ball team match goal score", "market stock bank profit trade", "vote law minister election war",
+          "chip software phone data code"]
+
+
+def _fake_agnews(root: Path) -> Path:
+    folder = root / "agnews"
+    folder.mkdir(parents=True)
+    with (folder / "test.csv").open("w", newline="") as f:
+        writer = csv.writer(f, quoting=csv.QUOTE_ALL)
+        for i in range(40):
+            for label, words in enumerate(TOPICS, 1):
+                w = words.split()
+                writer.writerow([label, f"{w[i % 5]} today", f"{w[(i + 1) % 5]} and {w[(i + 3) % 5]} news {i}"])
+    return root
+
+
+def _sweep(table: str, first_model: str = "leam") -> list[str]:
+    """The quick sweep's model/dataset lists, given explicitly (LEAM first) so the CLI's config check composes
+    a model and data set that the shrinking overrides below apply to."""
+    params = {}
+    for path in (CONF / "experiment" / f"{table}.yaml", CONF / "experiment_profile" / f"{table}_quick.yaml"):
+        params.update(yaml.safe_load(path.read_text())["hydra"]["sweeper"]["params"])
+    models = str(params["model"]).split(",")
+    models = [first_model] + [m for m in models if m != first_model]
+    return [f"model={','.join(models)}", f"dataset={params['dataset']}"]
+
+
+def _render(out: Path, table: str) -> dict:
+    render = run_cli("langrepr.tables", table, "--profile", "quick", "--outputs", str(out))
+    assert render.returncode == 0, render.stderr[-3000:]
+    return json.loads((out / "tables" / f"{table}.quick.json").read_text())
+
+
+def test_leam_table2_target_runs_and_renders_at_smoke_size(tmp_path):
+    out, data = tmp_path / "outputs", _fake_agnews(tmp_path / "data")
+    run = run_cli("langrepr.train", "-m", "experiment=leam_table2", "profile=quick", *_sweep("leam_table2"),
+                  "++hydra.sweeper.params.seed=1", "debug=leam_smoke", f"paths.output_root={out}", f"paths.cache_dir={tmp_path / 'cache'}",
+                  env={"LANGREPR_DATA_DIR": str(data), "OMP_NUM_THREADS": "1"}, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = _render(out, "leam_table2")
+    ag = {row["key"]: row["cells"]["AG News"]["ours"] for row in result["rows"]}
+    assert all(v is not None for v in ag.values()), ag
+    assert ag["Majority class"] == 25.0
+    assert all(row["cells"]["Yahoo"]["ours"] is None for row in result["rows"]), "quick runs AG News only"
+
+
+@pytest.mark.slow   # the same code path as Table 2 with another sweep; ~20 s of CLI start-up on 2 idle cores
+def test_leam_table3_target_runs_and_renders_at_smoke_size(tmp_path):
+    out, data = tmp_path / "outputs", _fake_agnews(tmp_path / "data")
+    run = run_cli("langrepr.train", "-m", "experiment=leam_table3", "profile=quick", *_sweep("leam_table3"),
+                  "++hydra.sweeper.params.seed=1", "leam_window=1,3", "debug=leam_smoke",
+                  f"paths.output_root={out}", f"paths.cache_dir={tmp_path / 'cache'}",
+                  env={"LANGREPR_DATA_DIR": str(data), "OMP_NUM_THREADS": "1"}, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = _render(out, "leam_table3")
+    ran = {row["key"] for row in result["rows"] if row["cells"]["AG News"]["ours"] is not None}
+    assert ran == {"window 1 (r = 0)"}   # window 3 ran too but is not a row of the table
+
+
+def test_leam_table4_target_runs_and_renders_at_smoke_size(tmp_path):
+    out = tmp_path / "outputs"
+    run = run_cli("langrepr.train", "-m", "experiment=leam_table4", "profile=quick", *_sweep("leam_table4"),
+                  "++hydra.sweeper.params.seed=1", "debug=leam_smoke", "pipeline.vocab_size=50",
+                  "pipeline.length=60", "pipeline.iterations=1", "pipeline.warmup=0", f"paths.output_root={out}",
+                  f"paths.cache_dir={tmp_path / 'cache'}", env={"OMP_NUM_THREADS": "1"}, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = _render(out, "leam_table4")
+    rows = {row["key"]: row["cells"] for row in result["rows"]}
+    assert rows["LEAM (paper eqs.)"]["Time ratio to LEAM"]["ours"] == 1.0
+    assert all(c["ours"] is not None for cells in rows.values() for c in cells.values())
+
+
+@pytest.mark.slow   # the multi-label path is also covered in-process by test_leam_data.py / test_leam_model.py
+def test_leam_table5_target_runs_and_renders_at_smoke_size(tmp_path):
+    out = tmp_path / "outputs"
+    run = run_cli("langrepr.train", "-m", "experiment=leam_table5", "profile=quick", *_sweep("leam_table5"),
+                  "++hydra.sweeper.params.seed=1", "debug=leam_smoke", "dataset.datamodule.n_train=200",
+                  "dataset.datamodule.n_test=60", "dataset.datamodule.n_subclasses=8", f"paths.output_root={out}",
+                  f"paths.cache_dir={tmp_path / 'cache'}", env={"OMP_NUM_THREADS": "1"}, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = _render(out, "leam_table5")
+    rows = {row["key"]: row["cells"] for row in result["rows"]}
+    assert all(c["ours"] is not None for cells in rows.values() for c in cells.values()), rows
+    assert rows["Label prior"]["Macro AUC"]["ours"] == 0.5
+    assert all(claim["holds"] is None for claim in result["claims"])
