@@ -123,7 +123,7 @@ def test_reference_pipelines_on_tiny_topics(tmp_path):
 
 
 def test_time_training_iterations_counts_params():
-    net = OmegaConf.create({"_target_": "langrepr.models.text_baselines.SWEM", "embed_dim": 4, "hidden": 3,
+    net = OmegaConf.create({"_target_": "langrepr.models.text_baselines.SWEM", "hidden_size": 4, "intermediate_size": 3,
                             "pooling": "avg"})
     out = time_training_iterations(net, vocab_size=10, num_labels=2, batch_size=2, length=5, iterations=2, warmup=1)
     # 10*4 embedding + mlp2 head: 4*3+3 + 3*2+2

@@ -67,16 +67,16 @@ def test_attentive_average_hand_values():
 
 
 def test_heads_linear_and_mlp2_shapes_and_values():
-    linear = make_head(2, 3, "linear", dropout=0.0)
+    linear = make_head(2, 3, num_layers=1, dropout=0.0)
     with torch.no_grad():
         linear[1].weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
         linear[1].bias.copy_(torch.tensor([0.0, 0.0, -1.0]))
     assert torch.allclose(linear(torch.tensor([[2.0, 3.0]])), torch.tensor([[2.0, 3.0, 4.0]]))
-    mlp = make_head(2, 3, "mlp2", hidden=5, dropout=0.0)
+    mlp = make_head(2, 3, num_layers=2, hidden=5, dropout=0.0)
     assert [type(m).__name__ for m in mlp] == ["Dropout", "Linear", "ReLU", "Dropout", "Linear"]
     assert mlp[1].out_features == 5
-    with pytest.raises(UserError, match="head"):
-        make_head(2, 3, "deep")
+    with pytest.raises(UserError, match="head layers"):
+        make_head(2, 3, num_layers=3)
 
 
 def test_label_regulariser_targets():
@@ -92,15 +92,15 @@ def test_class_name_embedding_is_mean_of_name_words():
     assert fallback.shape == (1, 2)
 
 
-def _tiny(conv="depthwise", head="linear", **kw):
+def _tiny(conv="depthwise", head_layers=1, **kw):
     torch.manual_seed(0)
-    return LEAM(vocab_size=20, num_labels=3, embed_dim=8, window=3, conv=conv, head=head, hidden=6,
-                dropout=0.0, **kw)
+    return LEAM(vocab_size=20, num_labels=3, hidden_size=8, window=3, conv=conv, num_layers=head_layers,
+                intermediate_size=6, dropout=0.0, **kw)
 
 
-@pytest.mark.parametrize("conv,head", [("depthwise", "linear"), ("full", "mlp2"), ("none", "linear")])
-def test_leam_forward_composes_the_equations(conv, head):
-    net = _tiny(conv, head).eval()
+@pytest.mark.parametrize("conv,head_layers", [("depthwise", 1), ("full", 2), ("none", 1)])
+def test_leam_forward_composes_the_equations(conv, head_layers):
+    net = _tiny(conv, head_layers).eval()
     ids = torch.tensor([[3, 4, 5, 0], [6, 7, 0, 0]])
     mask = (ids != 0).long()
     v = net.embedding(ids)
@@ -121,9 +121,9 @@ def test_leam_parameter_counts_paper_vs_code():
 
 def test_leam_bad_input_is_one_clear_error(tmp_path):
     with pytest.raises(UserError, match="window"):
-        LEAM(vocab_size=10, num_labels=2, embed_dim=4, window=9, max_length=5)
+        LEAM(vocab_size=10, num_labels=2, hidden_size=4, window=9, max_length=5)
     with pytest.raises(UserError, match="odd"):
-        LEAM(vocab_size=10, num_labels=2, embed_dim=4, window=4)
+        LEAM(vocab_size=10, num_labels=2, hidden_size=4, window=4)
     with pytest.raises(UserError, match="class names for 3 labels"):
         _tiny().init_label_embeddings([[2], [3]])
     glove = tmp_path / "glove.txt"
@@ -152,7 +152,7 @@ def test_masked_pooling_and_baselines_ignore_padding():
     assert masked_max(v, mask).tolist() == [[3.0, 1.0]]
     ids = torch.tensor([[3, 4, 5, 0, 0], [6, 0, 0, 0, 0]])
     longer = torch.cat([ids, torch.zeros(2, 3, dtype=torch.long)], dim=1)   # more padding: same logits
-    for net in (SWEM(20, 3, 8, "concat"), KimCNN(20, 3, 8, widths=(2, 3), filters=4), BiLSTM(20, 3, 8, 5),
+    for net in (SWEM(20, 3, 8, "concat"), KimCNN(20, 3, 8, widths=(2, 3), intermediate_size=4), BiLSTM(20, 3, 8, 5),
                 _tiny()):
         net.eval()
         out = net(ids, (ids != 0).long())

@@ -17,8 +17,8 @@ Paper vs official code (guoyinwang/LEAM), both selectable [configurable, paper d
 - ``conv``: ``depthwise`` = the paper's W_1 in R^{2r+1}, one kernel shared by all K label channels,
   bias b_1 in R^K; ``full`` = the code's K -> K Conv1d (K*K*(2r+1) weights).
 - ``conv: none`` is the paper's "LEAM-linear" ablation (Table 2): eq. (3) dropped, m = max_k G.
-- ``head``: ``linear`` = eq. (7) ``W_2 z + b_2``; ``mlp2`` = the code's dropout -> FC(H, ReLU) ->
-  dropout -> linear K.
+- ``num_layers`` of the head f_2: 1 = eq. (7) ``W_2 z + b_2`` (linear); 2 = the code's dropout ->
+  FC(H, ReLU) -> dropout -> linear K ("mlp2").
 
 Decisions the paper leaves open [inferred, configurable]:
 
@@ -30,8 +30,9 @@ Decisions the paper leaves open [inferred, configurable]:
   the paper suggests for classes without descriptive names.
 - Word vectors: U(-init_scale, init_scale) (code: 0.001) or rows of a local GloVe text file.
 
-Dim legend: B batch, L tokens, P embedding width, K labels, H hidden width of the mlp2 head,
-W = 2r+1 window.
+Dim legend: B batch, L tokens, P = ``hidden_size`` width of word and label vectors, K labels,
+H = ``intermediate_size`` width of the 2-layer head, W = 2r+1 window. (The argument names are the
+project's shared width names, so `debug=smoke` shrinks these nets like every other.)
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ from torch import Tensor, nn
 from langrepr.errors import UserError
 
 CONVS = ("depthwise", "full", "none")
-HEADS = ("linear", "mlp2")
 
 
 # --------------------------------------------------------------------------- pure functions (eqs. 2-6)
@@ -119,14 +119,15 @@ def class_name_embedding(word_vectors: Tensor, name_ids: Sequence[Sequence[int]]
 
 
 # --------------------------------------------------------------------------- shared parts
-def make_head(in_dim: int, num_labels: int, head: str = "linear", hidden: int = 300, dropout: float = 0.5) -> nn.Module:
-    """f_2 of eq. (7): ``linear`` (paper) or ``mlp2`` (official code, `discriminator_2layer`)."""
-    if head == "linear":
+def make_head(in_dim: int, num_labels: int, num_layers: int = 1, hidden: int = 300,
+              dropout: float = 0.5) -> nn.Module:
+    """f_2 of eq. (7): 1 layer = linear (paper) or 2 = MLP (official code, `discriminator_2layer`)."""
+    if num_layers == 1:
         return nn.Sequential(nn.Dropout(dropout), nn.Linear(in_dim, num_labels))
-    if head == "mlp2":
+    if num_layers == 2:
         return nn.Sequential(nn.Dropout(dropout), nn.Linear(in_dim, hidden), nn.ReLU(), nn.Dropout(dropout),
                              nn.Linear(hidden, num_labels))
-    raise UserError(f"model.net.head must be one of {', '.join(HEADS)}, got {head!r}")
+    raise UserError(f"model.net.num_layers (head layers) must be 1 (linear, paper) or 2 (MLP, code), got {num_layers!r}")
 
 
 def load_glove(path: str | Path, vocab: Sequence[str], dim: int) -> tuple[Tensor, int]:
@@ -145,7 +146,7 @@ def load_glove(path: str | Path, vocab: Sequence[str], dim: int) -> tuple[Tensor
         for n, line in enumerate(f, 1):
             parts = line.rstrip("\n").split(" ")
             if len(parts) - 1 != dim:
-                raise UserError(f"{path}:{n} has {len(parts) - 1} values, expected {dim} (model.net.embed_dim): "
+                raise UserError(f"{path}:{n} has {len(parts) - 1} values, expected {dim} (model.net.hidden_size): "
                                 "use a GloVe text file of that dimension")
             i = index.get(parts[0])
             if i is not None:
@@ -180,8 +181,9 @@ class LEAM(nn.Module):
 
     Args:
         vocab_size, num_labels: given by the datamodule (`net_kwargs`).
-        embed_dim: P. window: 2r+1 (odd). conv: depthwise (paper) | full (code).
-        head: linear (paper) | mlp2 (code); hidden: H of mlp2; dropout: before each head layer
+        hidden_size: P. window: 2r+1 (odd). conv: depthwise (paper) | full (code) | none (LEAM-linear).
+        num_layers: head layers, 1 (paper) | 2 (code); intermediate_size: H of the 2-layer head;
+        dropout: before each head layer
             (the code's keep-prob 0.5; 0 gives the paper-literal linear map).
         label_penalty: weight of the label regulariser (eq. 9; paper default 1, 0 = off).
         max_length: the datamodule's truncation length, to reject a window longer than the text.
@@ -189,8 +191,8 @@ class LEAM(nn.Module):
             It is read in `prepare_embeddings`, once the datamodule's vocabulary exists.
     """
 
-    def __init__(self, vocab_size: int, num_labels: int, embed_dim: int = 300, window: int = 55,
-                 conv: str = "depthwise", head: str = "linear", hidden: int = 300, dropout: float = 0.5,
+    def __init__(self, vocab_size: int, num_labels: int, hidden_size: int = 300, window: int = 55,
+                 conv: str = "depthwise", num_layers: int = 1, intermediate_size: int = 300, dropout: float = 0.5,
                  label_penalty: float = 1.0, max_length: int | None = None, init_scale: float = 0.001,
                  glove_path: str | None = None, pad_id: int = 0):
         super().__init__()
@@ -202,15 +204,15 @@ class LEAM(nn.Module):
             raise UserError(f"model.net.window={window} is longer than the texts (max_length={max_length}): "
                             f"choose an odd window <= {max_length} or raise dataset.datamodule.max_length")
         self.num_labels, self.window, self.conv, self.label_penalty = num_labels, window, conv, float(label_penalty)
-        self.embedding = WordEmbedding(vocab_size, embed_dim, init_scale, pad_id)
-        self.label_embedding = nn.Parameter(torch.randn(num_labels, embed_dim))  # C, rows c_k
+        self.embedding = WordEmbedding(vocab_size, hidden_size, init_scale, pad_id)
+        self.label_embedding = nn.Parameter(torch.randn(num_labels, hidden_size))  # C, rows c_k
         if conv != "none":
             shape = (window,) if conv == "depthwise" else (num_labels, num_labels, window)
             fan_in = window if conv == "depthwise" else num_labels * window
             self.phrase_weight = nn.Parameter(torch.empty(shape).uniform_(-fan_in ** -0.5, fan_in ** -0.5))  # W_1
             self.phrase_bias = nn.Parameter(torch.zeros(num_labels))  # b_1
         self.glove_path = glove_path
-        self.head = make_head(embed_dim, num_labels, head, hidden, dropout)
+        self.head = make_head(hidden_size, num_labels, num_layers, intermediate_size, dropout)
 
     def prepare_embeddings(self, vocab: Sequence[str] | None, name_ids: Sequence[Sequence[int]] | None) -> None:
         """Before training: GloVe rows for the vocabulary (if glove_path), then C from the class names."""

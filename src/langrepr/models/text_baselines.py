@@ -8,7 +8,11 @@ All map ``(input_ids, attention_mask) -> logits (B, K)`` and share LEAM's word-v
 head (`models/leam.py`), so a row of the table differs from LEAM only in how it composes words.
 Bi-BloSAN, fastText, HAN and the deep CNNs of the paper's table are not built here.
 
-Dim legend: B batch, L tokens, P embedding width, F filters per width, D LSTM hidden width.
+Widths use the project's shared names (so `debug=smoke` shrinks them): ``hidden_size`` = P, the word-vector
+width; ``intermediate_size`` = the 2-layer head's width (SWEM), the filters per width (CNN) or the
+LSTM width (BiLSTM); ``num_layers`` = head layers (SWEM, CNN) or LSTM layers (BiLSTM).
+
+Dim legend: B batch, L tokens, P word-vector width, F filters per width, D LSTM width.
 """
 
 from __future__ import annotations
@@ -39,15 +43,16 @@ def masked_max(v: Tensor, mask: Tensor) -> Tensor:
 class SWEM(nn.Module):
     """Simple word-embedding model: pooled word vectors -> head."""
 
-    def __init__(self, vocab_size: int, num_labels: int, embed_dim: int = 300, pooling: str = "concat",
-                 head: str = "mlp2", hidden: int = 300, dropout: float = 0.5, init_scale: float = 0.001,
+    def __init__(self, vocab_size: int, num_labels: int, hidden_size: int = 300, pooling: str = "concat",
+                 num_layers: int = 2, intermediate_size: int = 300, dropout: float = 0.5, init_scale: float = 0.001,
                  pad_id: int = 0):
         super().__init__()
         if pooling not in POOLINGS:
             raise UserError(f"model.net.pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         self.pooling = pooling
-        self.embedding = WordEmbedding(vocab_size, embed_dim, init_scale, pad_id)
-        self.head = make_head(embed_dim * (2 if pooling == "concat" else 1), num_labels, head, hidden, dropout)
+        self.embedding = WordEmbedding(vocab_size, hidden_size, init_scale, pad_id)
+        self.head = make_head(hidden_size * (2 if pooling == "concat" else 1), num_labels, num_layers,
+                              intermediate_size, dropout)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
         v = self.embedding(input_ids)
@@ -66,13 +71,14 @@ class SWEM(nn.Module):
 class KimCNN(nn.Module):
     """One-layer word CNN: Conv1d per width (ReLU) -> max over real positions -> concat -> head."""
 
-    def __init__(self, vocab_size: int, num_labels: int, embed_dim: int = 300,
-                 widths: Sequence[int] = (3, 4, 5), filters: int = 100, head: str = "linear", hidden: int = 300,
+    def __init__(self, vocab_size: int, num_labels: int, hidden_size: int = 300,
+                 widths: Sequence[int] = (3, 4, 5), intermediate_size: int = 100, num_layers: int = 1,
                  dropout: float = 0.5, init_scale: float = 0.001, pad_id: int = 0):
         super().__init__()
-        self.embedding = WordEmbedding(vocab_size, embed_dim, init_scale, pad_id)
-        self.convs = nn.ModuleList(nn.Conv1d(embed_dim, filters, w, padding=w // 2) for w in widths)
-        self.head = make_head(filters * len(widths), num_labels, head, hidden, dropout)
+        filters = intermediate_size
+        self.embedding = WordEmbedding(vocab_size, hidden_size, init_scale, pad_id)
+        self.convs = nn.ModuleList(nn.Conv1d(hidden_size, filters, w, padding=w // 2) for w in widths)
+        self.head = make_head(filters * len(widths), num_labels, num_layers, filters, dropout)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
         x = self.embedding(input_ids).transpose(1, 2)   # (B, P, L)
@@ -89,13 +95,13 @@ class KimCNN(nn.Module):
 class BiLSTM(nn.Module):
     """Bidirectional LSTM over the real tokens (packed); [h_forward_last ; h_backward_first] -> head."""
 
-    def __init__(self, vocab_size: int, num_labels: int, embed_dim: int = 300, hidden_size: int = 300,
-                 num_layers: int = 1, head: str = "linear", hidden: int = 300, dropout: float = 0.5,
-                 init_scale: float = 0.001, pad_id: int = 0):
+    def __init__(self, vocab_size: int, num_labels: int, hidden_size: int = 300, intermediate_size: int = 300,
+                 num_layers: int = 1, dropout: float = 0.5, init_scale: float = 0.001, pad_id: int = 0):
         super().__init__()
-        self.embedding = WordEmbedding(vocab_size, embed_dim, init_scale, pad_id)
-        self.lstm = nn.LSTM(embed_dim, hidden_size, num_layers=num_layers, batch_first=True, bidirectional=True)
-        self.head = make_head(2 * hidden_size, num_labels, head, hidden, dropout)
+        self.embedding = WordEmbedding(vocab_size, hidden_size, init_scale, pad_id)
+        self.lstm = nn.LSTM(hidden_size, intermediate_size, num_layers=num_layers, batch_first=True,
+                            bidirectional=True)
+        self.head = make_head(2 * intermediate_size, num_labels, 1, intermediate_size, dropout)   # linear
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
         lengths = attention_mask.sum(1).clamp(min=1).cpu()
