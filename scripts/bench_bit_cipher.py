@@ -2,7 +2,8 @@
 
 Throughput of `cooccurrence_matrix` (Sum and Cat left_right) over pre-tokenised shards of a Zipf(1.1) token
 stream cut into 25-token documents; tokenisation excluded, as the target says. Each configuration runs in its
-own process (fresh peak-RSS counters) with `workers` pool processes; peak memory is the largest resident set of
+own process (fresh peak-RSS counters) with `workers` pool processes. Tokens per CPU-second is printed beside
+the wall-clock rate because on a shared machine other load only ever lowers the latter. Peak memory is the largest resident set of
 the driver and of any worker, beside the size of one dense (V+1) × D float64 accumulator, for several
 vocabulary sizes. Wall time includes the pool start and the merge of the partial matrices.
 
@@ -41,6 +42,12 @@ def write_shards(folder: Path, vocab: int, tokens: int, shard_tokens: int, seed:
             "doc_counts": np.zeros(vocab, dtype=np.int64)})
 
 
+def cpu_seconds() -> float:
+    """User + system CPU time of this process and its finished pool workers."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def one(mode: str, vocab: int, tokens: int, bits: int, radius: int, workers: int, shard_tokens: int) -> dict:
     from langrepr.pipelines.cooccurrence import cooccurrence_matrix
 
@@ -50,13 +57,16 @@ def one(mode: str, vocab: int, tokens: int, bits: int, radius: int, workers: int
         table = np.random.default_rng(1).random((vocab + 1, bits))
         table /= table.sum(axis=1, keepdims=True)
         index = {f"w{i}": i for i in range(vocab)}
+        cpu_before = cpu_seconds()
         start = time.perf_counter()
         matrix = cooccurrence_matrix(folder, table, index, folder / "work", mode=mode, radius=radius,
                                      workers=workers)
         seconds = time.perf_counter() - start
+        cpu = cpu_seconds() - cpu_before
     kib = 1024
     return {"mode": mode, "vocab": vocab, "tokens": tokens, "bits": bits, "radius": radius, "workers": workers,
-            "seconds": seconds, "tokens_per_s": tokens / seconds,
+            "seconds": seconds, "tokens_per_s": tokens / seconds, "cpu_seconds": cpu,
+            "tokens_per_cpu_s": tokens / cpu,
             "peak_rss_driver_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kib,
             "peak_rss_worker_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / kib,
             "accumulator_mib": matrix.nbytes / 2**20}
@@ -82,7 +92,7 @@ def main() -> None:
             result = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
             rows.append(result)
             print(f"{mode:3s} V={vocab:>7,d} b=128 r=8 workers={args.workers}: {result['tokens_per_s']:>12,.0f} "
-                  f"tokens/s  peak RSS driver {result['peak_rss_driver_mib']:.0f} MiB, worker "
+                  f"tokens/s ({result['tokens_per_cpu_s']:,.0f} per CPU-second)  peak RSS driver {result['peak_rss_driver_mib']:.0f} MiB, worker "
                   f"{result['peak_rss_worker_mib']:.0f} MiB (accumulator {result['accumulator_mib']:.0f} MiB)")
     best = {m: max(r["tokens_per_s"] for r in rows if r["mode"] == m) for m in ("sum", "cat")}
     payload = [{"name": f"bit_cipher_{m}_tokens_per_s", "value": best[m], "target": 1_000_000,

@@ -152,6 +152,8 @@ def test_parallel_matrix_equals_serial_and_resumes_from_partials(tmp_path):
     serial = cooccurrence_matrix(folder, table, index, tmp_path / "serial", "cat", 2, workers=1)
     parallel = cooccurrence_matrix(folder, table, index, tmp_path / "par", "cat", 2, workers=2)
     np.testing.assert_allclose(serial, parallel)
+    flushed = cooccurrence_matrix(folder, table, index, tmp_path / "flush", "cat", 2, workers=1, flush_nnz=1)
+    np.testing.assert_allclose(serial, flushed)                 # counts applied after every shard
     # a finished partial is not recomputed: poison one and the total changes by exactly that amount
     partial = tmp_path / "par" / "partials" / "group-00000.npy"
     np.save(partial, np.load(partial) + 1.0)

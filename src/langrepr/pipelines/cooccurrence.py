@@ -9,11 +9,12 @@ radius r (same document, i excluded) are aggregated and added to w's row:
 
 Vectorised: a shard's left-context pair counts L (r integer keys per token, one sort, a CSR matrix) give
 M = L ν + Lᵀ ν (the right context is the transpose), so the per-token work is O(r) integer operations and the
-b-dimensional work is per distinct pair; no Python loop per token. Shards are processed by a process pool in
-groups (``group_shards`` shards per partial matrix, default one contiguous block per worker; partials written
-atomically to ``partials/``) and summed; a crashed run resumes from its finished partials (smaller groups =
-finer resume, more partial files). Memory per process: one (V+1) × D float64 accumulator plus O(r × shard
-tokens) integer keys.
+b-dimensional work is per distinct pair; no Python loop per token. Counts are summed (sparse) over a group's
+shards and multiplied by ν once per group, or whenever they pass ``flush_nnz`` stored pairs. Shards are
+processed by a process pool in groups (``group_shards`` shards per partial matrix, default one contiguous
+block per worker; partials written atomically to ``partials/``) and summed; a crashed run resumes from its
+finished partials (smaller groups = finer resume, more partial files). Memory per process: one (V+1) × D float64 accumulator, the pending counts
+(≤ ``flush_nnz`` pairs) and O(r × shard tokens) integer keys.
 
 Then ``log=True`` (the paper's setting) applies the predecessor code's transform: each b-block of a row is
 normalised to sum 1 and replaced by −log10 of it (zeros floored at half the smallest positive entry; rows never
@@ -79,25 +80,38 @@ def left_counts(ids: np.ndarray, doc_ids: np.ndarray, n_rows: int, offsets: rang
     return sp.csr_matrix((counts, unique % n_rows, indptr), shape=(n_rows, n_rows))
 
 
-def shard_cooccurrence(out: np.ndarray, ids: np.ndarray, doc_offsets: np.ndarray, table: np.ndarray, radius: int,
-                       mode: str, cat_mode: str = "left_right") -> None:
-    """Add one shard's co-occurrence rows (Σ of context cipher vectors per target word) into `out`."""
+def shard_counts(ids: np.ndarray, doc_offsets: np.ndarray, n_rows: int, radius: int, mode: str,
+                 cat_mode: str = "left_right") -> list[sp.csr_matrix]:
+    """A shard's left-context counts: [L] (Sum, Cat left_right) or [L_1, …, L_r] (Cat per_offset)."""
     ids = np.asarray(ids, dtype=np.int64)
     doc_ids = np.repeat(np.arange(len(doc_offsets) - 1), np.diff(doc_offsets))
-    n_rows, b = table.shape
     if mode == "cat" and cat_mode == "per_offset":
-        for k, delta in enumerate(range(1, radius + 1)):        # blocks: −r … −1, +1 … +r
-            left = left_counts(ids, doc_ids, n_rows, range(delta, delta + 1))
+        return [left_counts(ids, doc_ids, n_rows, range(d, d + 1)) for d in range(1, radius + 1)]
+    return [left_counts(ids, doc_ids, n_rows, range(1, radius + 1))]
+
+
+def apply_counts(out: np.ndarray, counts: list[sp.csr_matrix], table: np.ndarray, radius: int, mode: str,
+                 cat_mode: str = "left_right") -> None:
+    """Add the context rows the counts imply to `out`: L ν (left) and Lᵀ ν (right), laid out by mode."""
+    b = table.shape[1]
+    if mode == "cat" and cat_mode == "per_offset":
+        for k, left in enumerate(counts):                        # blocks: −r … −1, +1 … +r
             out[:, (radius - 1 - k) * b:(radius - k) * b] += left @ table
             out[:, (radius + k) * b:(radius + k + 1) * b] += left.T @ table
         return
-    left = left_counts(ids, doc_ids, n_rows, range(1, radius + 1))
-    left_part, right_part = left @ table, left.T @ table
+    left = counts[0]
     if mode == "sum":
-        out += left_part + right_part
+        out += (left + left.T) @ table
     else:
-        out[:, :b] += left_part
-        out[:, b:] += right_part
+        out[:, :b] += left @ table
+        out[:, b:] += left.T @ table
+
+
+def shard_cooccurrence(out: np.ndarray, ids: np.ndarray, doc_offsets: np.ndarray, table: np.ndarray, radius: int,
+                       mode: str, cat_mode: str = "left_right") -> None:
+    """Add one shard's co-occurrence rows (Σ of context cipher vectors per target word) into `out`."""
+    apply_counts(out, shard_counts(ids, doc_offsets, table.shape[0], radius, mode, cat_mode), table, radius, mode,
+                 cat_mode)
 
 
 # ---------------------------------------------------------------- shards in parallel
@@ -114,14 +128,21 @@ def _group_partial(job: tuple[int, list[str], str]) -> str:
     table, index, opts = _STATE["table"], _STATE["index"], _STATE["options"]
     oov = table.shape[0] - 1
     out = np.zeros((table.shape[0], opts["width"]))
+    pending: list[sp.csr_matrix] | None = None      # counts summed over shards, applied to ν in one product
     for path in paths:
         shard = load_shard(Path(path))
         if len(shard["ids"]) == 0:
             raise UserError(f"corpus shard {Path(path).name} is empty: delete it and check the corpus source")
         lookup = np.fromiter((index.get(w, oov) for w in shard["words"].tolist()), dtype=np.int64,
                              count=len(shard["words"]))
-        shard_cooccurrence(out, lookup[shard["ids"]], shard["doc_offsets"], table, opts["radius"], opts["mode"],
-                           opts["cat_mode"])
+        counts = shard_counts(lookup[shard["ids"]], shard["doc_offsets"], table.shape[0], opts["radius"],
+                              opts["mode"], opts["cat_mode"])
+        pending = counts if pending is None else [a + c for a, c in zip(pending, counts)]
+        if sum(m.nnz for m in pending) > opts["flush_nnz"]:       # bounded memory: apply and start again
+            apply_counts(out, pending, table, opts["radius"], opts["mode"], opts["cat_mode"])
+            pending = None
+    if pending is not None:
+        apply_counts(out, pending, table, opts["radius"], opts["mode"], opts["cat_mode"])
     target = Path(partial_dir) / f"group-{group:05d}.npy"
     fd, tmp = tempfile.mkstemp(dir=partial_dir, prefix=".partial.", suffix=".npy")
     os.close(fd)
@@ -132,7 +153,7 @@ def _group_partial(job: tuple[int, list[str], str]) -> str:
 
 def cooccurrence_matrix(corpus_dir: str | Path, table: np.ndarray, index: dict[str, int], work_dir: str | Path,
                         mode: str = "sum", radius: int = 4, cat_mode: str = "left_right", workers: int = 2,
-                        group_shards: int | None = None) -> np.ndarray:
+                        group_shards: int | None = None, flush_nnz: int = 50_000_000) -> np.ndarray:
     """Σ over all shards of the co-occurrence rows: (V+1) × D, last row = OOV targets. Partials are resumable."""
     check_options(mode, radius, cat_mode)
     shards = [str(p) for p in corpus_shards(corpus_dir)]
@@ -145,7 +166,7 @@ def cooccurrence_matrix(corpus_dir: str | Path, table: np.ndarray, index: dict[s
     groups = [shards[i:i + group_shards] for i in range(0, len(shards), max(1, group_shards))]
     jobs = [(g, paths, str(partial_dir)) for g, paths in enumerate(groups)
             if not (partial_dir / f"group-{g:05d}.npy").exists()]
-    options = {"radius": int(radius), "mode": mode, "cat_mode": cat_mode,
+    options = {"radius": int(radius), "mode": mode, "cat_mode": cat_mode, "flush_nnz": int(flush_nnz),
                "width": output_width(table.shape[1], mode, int(radius), cat_mode)}
     if workers > 1 and len(jobs) > 1:
         with mp.get_context("fork").Pool(min(workers, len(jobs)), _init_worker, (table, index, options)) as pool:
