@@ -84,6 +84,9 @@ $(foreach n,2 3 4 5,$(eval $(call TABLE_RULE,leam-table$(n),leam_table$(n))))
 ifeq ($(PROFILE),quick)
 leam-table2 leam-table3 leam-table4 leam-table5: export OMP_NUM_THREADS ?= 1
 endif
+.PHONY: leam-figures
+leam-figures: $(STAMP) ## LEAM Fig. 4: attention over test words (HTML beside the tables) from the Table 2 quick LEAM run
+	$(PY) scripts/leam_figures.py
 multihot-table1: ## Multi-hot LM Table 1: token-list sizes (kiwipiepy analysis, cached; needs LANGREPR_DATA_DIR for quick)
 multihot-table2: ## Multi-hot LM Table 2: the three MLM losses (small model, BPE + syllable list)
 multihot-table4: ## Multi-hot LM Table 4: KorQuAD answers divided / not divided by each token list
@@ -92,7 +95,6 @@ $(foreach n,1 2 4,$(eval $(call TABLE_RULE,multihot-table$(n),multihot_table$(n)
 bitcipher-table1: ## Bit Cipher Table 1: cipher / Sum / Cat vs word2vec, POS (GUM) + NER (CoNLL-2003) probes
 bitcipher-table6: ## Bit Cipher Tables 6-7: cipher-only across data size, POS + NER probes
 $(foreach n,1 6,$(eval $(call TABLE_RULE,bitcipher-table$(n),bitcipher_table$(n))))
-
 
 # a mistyped target (make ewe-table9) is one line naming it, not make's "No rule to make target"
 .DEFAULT:
