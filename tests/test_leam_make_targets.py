@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -61,6 +64,14 @@ def test_leam_table2_target_runs_and_renders_at_smoke_size(tmp_path):
     assert all(v is not None for v in ag.values()), ag
     assert ag["Majority class"] == 25.0
     assert all(row["cells"]["Yahoo"]["ours"] is None for row in result["rows"]), "quick runs AG News only"
+    # make leam-figures: the attention page from this sweep's LEAM run
+    (run_dir,) = (out / "quick" / "leam_table2").glob("*model=leam,*")
+    page = tmp_path / "fig4.html"
+    fig = subprocess.run([sys.executable, str(ROOT / "scripts" / "leam_figures.py"), "--run", str(run_dir),
+                          "--docs", "2", "--out", str(page)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "LANGREPR_DATA_DIR": str(data)})
+    assert fig.returncode == 0, fig.stderr[-3000:]
+    assert page.read_text().count("<span style=") > 2
 
 
 @pytest.mark.slow   # the same code path as Table 2 with another sweep; ~20 s of CLI start-up on 2 idle cores
