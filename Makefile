@@ -95,6 +95,16 @@ multihot-table1: ## Multi-hot LM Table 1: token-list sizes (kiwipiepy analysis, 
 multihot-table2: ## Multi-hot LM Table 2: the three MLM losses (small model, BPE + syllable list)
 multihot-table4: ## Multi-hot LM Table 4: KorQuAD answers divided / not divided by each token list
 $(foreach n,1 2 4,$(eval $(call TABLE_RULE,multihot-table$(n),multihot_table$(n))))
+.PHONY: multihot-table3 multihot-table5
+multihot-table3: ## Multi-hot LM Table 3: KorQuAD / NER / SRL / NSMC by token list and size (quick: KLUE-NER stand-in, NSMC-style split)
+$(eval $(call TABLE_RULE,multihot-table3,multihot_table3))
+# Table 5's cells are Table 3's small-model NER cells (same config): run that subset (finished cells skipped), render
+multihot-table5: $(STAMP) ## Multi-hot LM Table 5: NER F1 for PER / LOC / ORG, small models
+	$(RUN) -m experiment=multihot_table3 profile=$(PROFILE) downstream=ner model=multihot_small ckpt_path=auto $(ARGS)
+	$(RENDER) multihot_table5 --profile $(PROFILE)
+ifeq ($(PROFILE),quick)
+multihot-table3 multihot-table5: export OMP_NUM_THREADS ?= 1
+endif
 .PHONY: bitcipher-table1 bitcipher-table6
 bitcipher-table1: ## Bit Cipher Table 1: cipher / Sum / Cat vs word2vec, POS (GUM) + NER (CoNLL-2003) probes
 bitcipher-table6: ## Bit Cipher Tables 6-7: cipher-only across data size, POS + NER probes

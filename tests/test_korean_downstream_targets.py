@@ -1,0 +1,95 @@
+"""Smoke test of `make multihot-table3` / `make multihot-table5` on a generated LANGREPR_DATA_DIR.
+
+One tiny pretraining (reused by every cell: the checkpoint is keyed by its config), then an NER, an SRL and an
+NSMC cell through `train()` (what the make targets reach through the CLI); both tables render, the SRL cell
+from a MODU-format fixture, and a cell without SRL data fails with one line naming the file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from langrepr import tables
+from langrepr.errors import UserError
+from langrepr.train import train
+
+SENTENCES = ["박씨는 서울에 산다", "김씨가 부산에서 왔다", "한국은행이 금리를 올렸다", "이씨는 대구에 갔다"]
+TINY = ["dataset=korean_quick", "dataset.corpus.nsmc=40", "dataset.corpus.korquad=0", "dataset.corpus.klue=10",
+        "dataset.token_lists.bpe_size=150", "dataset.token_lists.pos_joined=20", "dataset.token_lists.syllables=60",
+        "dataset.token_lists.dictionary_size=60", "model.net.hidden_size=16", "model.net.num_layers=1",
+        "model.net.intermediate_size=32", "model.net.max_positions=32", "mlm.steps=2", "mlm.batch_size=4",
+        "mlm.val_fraction=0.3", "pipeline.workers=1", "downstream_data.nsmc.per_class=6",
+        "downstream_data.ner.test_fraction=0.5", "downstream_data.srl.test_fraction=0.5",
+        *(f"finetune.{t}.{k}={v}" for t in ("ner", "srl", "nsmc") for k, v in (("steps", 2), ("batch_size", 4),
+                                                                                ("warmup_steps", 0)))]
+
+
+def klue_ner_lines(i: int, text: str, tags: list[str]) -> str:
+    return f"## n{i}\t{text}\n" + "".join(f"{c}\t{t}\n" for c, t in zip(text, tags)) + "\n"
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    (root / "nsmc").mkdir()
+    reviews = ["영화가 정말 재미있었다", "배우들의 연기가 좋았다", "스토리가 너무 지루했다", "돈이 아까운 영화"]
+    with gzip.open(root / "nsmc" / "nsmc_raw_reviews.tsv.gz", "wt") as fh:
+        fh.write("review_id\tmovie_id\trating\tdate\treview\n")
+        for i in range(60):
+            fh.write(f"{i}\t{i % 5}\t{(1, 3, 5, 7, 9, 10)[i % 6]}\t14.08.01\t{reviews[i % 4]} {i}\n")
+    (root / "klue").mkdir()
+    (root / "klue" / "klue-nli-v1.1_dev.json").write_text(json.dumps(
+        [{"premise": s, "hypothesis": s[::-1]} for s in SENTENCES], ensure_ascii=False))
+    (root / "klue" / "klue-sts-v1.1_dev.json").write_text(json.dumps(
+        [{"sentence1": s, "sentence2": s + "."} for s in SENTENCES], ensure_ascii=False))
+    ner = ""
+    for i in range(16):
+        text = SENTENCES[i % 4]
+        tags = ["O"] * len(text)
+        tags[0] = "B-OG" if i % 4 == 2 else "B-PS"
+        ner += klue_ner_lines(i, text, tags)
+    (root / "klue" / "klue-ner-v1.1_dev.tsv").write_text("## 컬럼명 : CHAR\tNE_TAG\n" + ner, encoding="utf-8")
+    sentences = [{"id": f"s{i}", "form": "철수가 밥을 먹었다.", "SRL": [{
+        "predicate": {"form": "먹", "begin": 7, "end": 8}, "argument": [
+            {"form": "철수가", "label": "ARG0", "begin": 0, "end": 3},
+            {"form": "밥을", "label": "ARG1", "begin": 4, "end": 6}]}]} for i in range(12)]
+    (root / "srl.json").write_text(json.dumps({"document": [{"id": "d", "sentence": sentences}]}, ensure_ascii=False))
+    return root
+
+
+def test_table3_and_table5_cells_run_and_render(compose_cfg, tmp_path, data_dir, monkeypatch):
+    out = tmp_path / "outputs"
+    # the group choices a CLI run records (rows match on `model`); compose() outside the CLI records none
+    monkeypatch.setattr("langrepr.train.hydra_choices",
+                        lambda: ({"dataset": "korean_quick", "model": "multihot_small"}, []))
+    for task in ("ner", "srl", "nsmc"):
+        cfg = compose_cfg("experiment=multihot_table3", "profile=quick", *TINY, f"paths.data_dir={data_dir}",
+                          f"downstream={task}", f"downstream_data.srl.path={data_dir / 'srl.json'}")
+        record = train(cfg, out / "quick" / "multihot_table3" / f"downstream={task}")
+        metrics = record["metrics"]
+        assert record["status"] == "finished", task
+        if task == "nsmc":
+            assert 0 <= metrics["test/accuracy"] <= 100 and 0 < metrics["reference/majority/accuracy"] < 100
+            assert metrics["data/train_reviews"] + metrics["data/test_reviews"] == 12   # 6 per class
+        else:
+            assert 0 <= metrics["test/micro_f1"] <= 100 and metrics["reference/all_o/micro_f1"] == 0.0
+            assert "reference/majority/macro_f1" in metrics
+    assert len(list((out / "quick" / "multihot_pretrain").glob("*/model.pt"))) == 1, "pretraining was not reused"
+    table3 = tables.render("multihot_table3", "quick", out)
+    filled = {name for row in table3["rows"] for name, c in row["cells"].items() if c["ours"] is not None}
+    assert {"NER macro F1", "SRL micro F1", "NSMC accuracy"} <= filled and "KorQuAD EM" not in filled
+    table5 = tables.render("multihot_table5", "quick", out)
+    assert table5["rows"][0]["cells"]["PER F1"]["ours"] is not None
+
+
+def test_missing_srl_data_is_one_line_before_pretraining(compose_cfg, tmp_path, data_dir):
+    cfg = compose_cfg("experiment=multihot_table3", "profile=quick", *TINY, f"paths.data_dir={data_dir}",
+                      "downstream=srl")
+    with pytest.raises(Exception) as err:      # the CLI prints a UserError cause as one line, exit 2
+        train(cfg, tmp_path / "cell")
+    cause = err.value if isinstance(err.value, UserError) else err.value.__cause__
+    assert isinstance(cause, UserError) and "srl.json does not exist" in str(cause)
+    assert not list((tmp_path / "outputs").rglob("model.pt")), "pretrained before checking the data"
