@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import run_cli
 
@@ -24,7 +25,9 @@ def test_table_target_runs_and_renders_at_smoke_size(tmp_path, table):
     assert render.returncode == 0, render.stderr[-3000:]
     stem = table if table == "ewe_table1" else f"{table}.quick"
     result = json.loads((out / "tables" / f"{stem}.json").read_text())
-    cells = [c for row in result["rows"] for c in row["cells"].values()]
-    assert all(c["ours"] is not None for c in cells), "a cell of the smoke sweep did not run"
-    if table != "ewe_table1":
-        assert all(claim["holds"] is None for claim in result["claims"]), "claims judged on synthetic data"
+    own = {r["key"] for r in yaml.safe_load((CONF / "experiment" / f"{table}.yaml").read_text())["table"]["rows"]
+           if not r.get("run_id")}      # rows read from another table's cells (e.g. Table 3's) are not run here
+    cells = [c for row in result["rows"] if row["key"] in own for c in row["cells"].values()]
+    assert cells and all(c["ours"] is not None for c in cells), "a cell of the smoke sweep did not run"
+    for claim in result["claims"]:      # judged on our numbers (one seed here: the noise is unknown, said so)
+        assert claim["holds"] is None or claim["noise_unknown"] or claim["holds"] == "noise"
