@@ -9,8 +9,9 @@
 - `AtomicCheckpointIO`: every checkpoint is written to a temporary file and renamed into place, so a
   kill or a full disk never leaves a truncated `best.ckpt`/`last.ckpt`.
 
-Resuming mid-epoch (from an every-N-steps checkpoint) is what Lightning itself supports: the weights
-and counters are exact but the rest of that epoch sees a fresh data order (Lightning warns about it).
+A mid-epoch checkpoint (every N steps) also records the RNG states of its epoch's start and how many
+batches the epoch had consumed; the resume rebuilds that epoch's iterator from them and skips those
+batches, so it continues with the same data order and dropout masks as an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -149,6 +150,8 @@ class LastCheckpoint(Checkpoint):
         self.started = time.time()
         self._pending: dict[str, Any] | None = None
         self._saved_step = -1
+        self._epoch_start: dict[str, Any] | None = None   # RNG states before this epoch's first batch
+        self._batches_done = 0                            # batches of the current epoch behind the checkpoint
 
     @property
     def path(self) -> Path:
@@ -161,7 +164,8 @@ class LastCheckpoint(Checkpoint):
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
         checkpoint[META_KEY] = {"fingerprint": self.fingerprint, "data_digest": self.data_digest,
                                 "wall_time_s": self.wall_time(), "rng": rng_state(),
-                                "sampler_generators": [g.get_state() for g in _sampler_generators(trainer)]}
+                                "sampler_generators": [g.get_state() for g in _sampler_generators(trainer)],
+                                "epoch_start": self._epoch_start, "batches_done": self._batches_done}
 
     def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
         self._pending = checkpoint.get(META_KEY)
@@ -175,31 +179,67 @@ class LastCheckpoint(Checkpoint):
                 cb.best_k_models = {path: cb.best_model_score}
                 cb.kth_best_model_path, cb.kth_value = path, cb.best_model_score
 
-    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """First epoch after a resume: every RNG back where the checkpoint left it, then a new iterator.
-
-        An uninterrupted run creates the training iterator at each epoch start (the DataLoader draws its
-        base seed from the global RNG there; samplers draw their order lazily, at the first batch).
-        """
-        if not self._pending:
-            return
-        if self._pending.get("rng"):
-            set_rng_state(self._pending["rng"])
-        for gen, state in zip(_sampler_generators(trainer), self._pending.get("sampler_generators", [])):
-            gen.set_state(state)
+    def _restore(self, trainer: pl.Trainer, state: dict[str, Any], new_iterator: bool) -> None:
+        if state.get("rng"):
+            set_rng_state(state["rng"])
+        for gen, gen_state in zip(_sampler_generators(trainer), state.get("sampler_generators", [])):
+            gen.set_state(gen_state)
         fetcher = getattr(trainer.fit_loop, "_data_fetcher", None)
-        if fetcher is not None:
+        if new_iterator and fetcher is not None:
             iter(fetcher)
+
+    def _capture_epoch_start(self, trainer: pl.Trainer, iterator_follows: bool) -> None:
+        self._epoch_start = {"rng": rng_state(), "iterator_follows": iterator_follows,
+                             "sampler_generators": [g.get_state() for g in _sampler_generators(trainer)]}
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Resume from a mid-epoch checkpoint: replay the epoch's data order up to where it stopped.
+
+        Lightning does not call `on_train_epoch_start` then; this runs after the training iterator exists
+        and before the first batch.
+        """
+        pending = self._pending
+        if not pending or not pending.get("batches_done") or not pending.get("epoch_start"):
+            return
+        start = pending["epoch_start"]
+        self._restore(trainer, start, new_iterator=start["iterator_follows"])
+        self._epoch_start = start
+        iterator = trainer.fit_loop._data_fetcher.iterator
+        for _ in range(int(pending["batches_done"])):
+            next(iterator)                        # the batches the checkpoint has already trained on
+        set_rng_state(pending["rng"])             # dropout etc. continue from the checkpoint's moment
+        self._batches_done = int(pending["batches_done"])
         self._pending = None
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Record the epoch-start RNG states; first epoch after an epoch-end resume: restore them first.
+
+        An uninterrupted run creates the training iterator at each epoch start after this hook (epoch 0:
+        before it), where the DataLoader draws its base seed from the global RNG; samplers draw their
+        order lazily, at the first batch.
+        """
+        self._batches_done = 0
+        if self._pending:
+            self._restore(trainer, self._pending, new_iterator=False)
+            self._capture_epoch_start(trainer, iterator_follows=True)
+            fetcher = getattr(trainer.fit_loop, "_data_fetcher", None)
+            if fetcher is not None:
+                iter(fetcher)
+            self._pending = None
+            return
+        self._capture_epoch_start(trainer, iterator_follows=trainer.current_epoch > 0)
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         n = self.every_n_train_steps
-        if n and trainer.global_step % n == 0 and trainer.global_step != self._saved_step:
+        self._batches_done = batch_idx + 1
+        last_batch = self._batches_done >= trainer.num_training_batches   # the epoch-end checkpoint follows
+        if n and not last_batch and trainer.global_step % n == 0 and trainer.global_step != self._saved_step:
             trainer.save_checkpoint(self.path)
             self._saved_step = trainer.global_step
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._batches_done = 0                    # the next resume starts a fresh epoch
         trainer.save_checkpoint(self.path)
         self._saved_step = trainer.global_step
 

@@ -154,7 +154,8 @@ def keep_csv_log(output_dir: Path, up_to_step: int) -> list[str] | None:
     with open(path, newline="") as fh:
         reader = csv.DictReader(fh)
         header = list(reader.fieldnames or [])
-        rows = [r for r in reader if not r.get("step") or float(r["step"]) <= up_to_step]
+        # Lightning logs a row at step = global_step - 1 of the batch (or validation) that produced it
+        rows = [r for r in reader if not r.get("step") or float(r["step"]) < up_to_step]
     tmp = path.with_name(".metrics.csv.resume")
     with open(tmp, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=header)

@@ -337,6 +337,7 @@ def export_table2_stats(data_dir: str | os.PathLike | None = None, coverage: flo
     """Table 2 of the paper computed on an export (all rows of every split), plus provenance."""
     path = resolve_data_dir(data_dir)
     manifest = load_manifest(path)
+    verify_manifest(path, manifest)
     counts = split_counts(manifest["shards"])
     stats = table2_stats({s: list(_iter_rows(path, manifest, s, "cpc", np.arange(counts[s]))) for s in SPLITS},
                          coverage=coverage)
