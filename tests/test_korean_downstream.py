@@ -211,3 +211,19 @@ def test_load_tagged_splits_by_id_and_rejects_bad_settings(tmp_path):
         load_tagged({"source": "klue", "path": str(path), "test_fraction": 0.0, "types": ["PS", "LC", "OG"]})
     with pytest.raises(UserError, match="unknown tagging source"):
         load_tagged({"source": "conll", "path": str(path)})
+
+
+def test_downstream_pipeline_checks_the_task_and_delegates_korquad(monkeypatch, tmp_path):
+    from langrepr.tasks import multihot_downstream, span_qa
+
+    common = dict(output_dir=str(tmp_path), data={}, corpus={"name": "c"}, sizes={}, token_list="bpe_base", model={},
+                  mlm={}, cache_dir=str(tmp_path), checkpoint_root=str(tmp_path), seed=1)
+    with pytest.raises(UserError, match="unknown downstream task 'pos'"):
+        multihot_downstream.downstream_pipeline(task="pos", finetune={}, **common)
+    with pytest.raises(UserError, match="add finetune.ner"):
+        multihot_downstream.downstream_pipeline(task="ner", finetune={}, **common)
+    seen = {}
+    monkeypatch.setattr(span_qa, "korquad_finetune_pipeline", lambda *args: seen.setdefault("args", args) and {"x": 1})
+    multihot_downstream.downstream_pipeline(task="korquad", finetune={"korquad": {"steps": 3}}, korquad={"k": 1},
+                                            **common)
+    assert seen["args"][1] == {"k": 1} and seen["args"][7] == {"steps": 3} and seen["args"][4] == "bpe_base"
