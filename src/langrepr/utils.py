@@ -50,7 +50,8 @@ def git_commit(short: bool = True) -> str:
             cwd=PROJECT_ROOT, capture_output=True, text=True, check=True, timeout=10,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            # rendered tables and reports under outputs/ are results, not code: they never make a run dirty
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)outputs"],
             cwd=PROJECT_ROOT, capture_output=True, text=True, check=True, timeout=10,
         ).stdout.strip()
         return f"{sha}+dirty" if dirty else sha
