@@ -146,3 +146,14 @@ def test_a_render_with_fewer_cells_never_replaces_the_table_on_disk(tmp_path):
     assert (tmp_path / "tables" / "ewe_table3.quick.md").read_text() == committed
     assert (tmp_path / "tables" / "ewe_table3.quick.partial.md").exists()
     assert not render("ewe_table3", "quick", tmp_path, force=True)["kept_existing"]
+
+
+def test_ratio_claims_over_zero_are_not_judged_and_single_seed_ratios_say_so():
+    spec = {**NOISY, "claims": [
+        {"text": "A at least 0.95 of B", "a": ["A", "F1"], "op": "ratio_ge", "b": ["B", "F1"], "value": 0.95},
+        {"text": "A at least 2x B (counted)", "a": ["A", "F1"], "op": "ratio_ge", "b": ["B", "F1"], "value": 2.0,
+         "deterministic": True}]}
+    zero = build(spec, [fake_run("a", 1, 0.0, 1), fake_run("b", 1, 0.0, 1)], "quick")
+    assert [c["holds"] for c in zero["claims"]] == [None, None]
+    one = build(spec, [fake_run("a", 1, 0.5, 1), fake_run("b", 1, 0.2, 1)], "quick")
+    assert [(c["holds"], c["noise_unknown"]) for c in one["claims"]] == [(True, True), (True, False)]

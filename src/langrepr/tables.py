@@ -208,8 +208,10 @@ def judge_claims(spec: dict, rows: list[dict]) -> list[dict]:
             op = claim["op"]
             if op == "approx":  # equal to a printed value within its precision
                 out["holds"] = abs(a - float(claim["value"])) <= float(claim["tol"])
-            elif op.startswith("ratio_"):
-                out["holds"] = bool(b) and OPS[op](a / b, float(claim["value"]))
+            elif op.startswith("ratio_"):  # a ratio over a zero cell (e.g. BLEU 0 vs 0) says nothing
+                out["holds"] = OPS[op](a / b, float(claim["value"])) if b else None
+                out["noise_unknown"] = (bool(b) and min(a_cell.get("n", 0), b_cell.get("n", 0)) <= 1
+                                        and not claim.get("deterministic", False))  # e.g. FLOPs: no noise
             else:
                 rhs = b if b_cell else float(claim["value"])
                 noise = noise_bound(a_cell, b_cell) if b_cell else (a_cell["std"] if a_cell.get("n", 0) > 1 else None)
