@@ -29,5 +29,6 @@ def test_table_target_runs_and_renders_at_smoke_size(tmp_path, table):
            if not r.get("run_id")}      # rows read from another table's cells (e.g. Table 3's) are not run here
     cells = [c for row in result["rows"] if row["key"] in own for c in row["cells"].values()]
     assert cells and all(c["ours"] is not None for c in cells), "a cell of the smoke sweep did not run"
-    for claim in result["claims"]:      # judged on our numbers (one seed here: the noise is unknown, said so)
-        assert claim["holds"] is None or claim["noise_unknown"] or claim["holds"] == "noise"
+    if table != "ewe_table1":           # Table 1's exact counts hold only at the paper's widths, not at smoke size
+        for claim in result["claims"]:  # judged on our numbers (one seed here: the noise is unknown, said so)
+            assert claim["holds"] is None or claim["noise_unknown"] or claim["holds"] == "noise"
