@@ -38,3 +38,11 @@ def test_empty_split_is_reported(tmp_path):
                                   "dataset.datamodule.max_train_samples=0", f"paths.output_root={tmp_path}",
                                   f"paths.cache_dir={tmp_path / 'cache'}"))
     assert "empty" in line.lower()
+
+
+def test_unknown_choice_of_a_paper_config_group_lists_the_choices():
+    from langrepr.errors import UserError
+    from langrepr.train import check_group_choices
+
+    with pytest.raises(UserError, match="unknown bitcipher_vectors 'nope': choose one of .*cipher"):
+        check_group_choices(["bitcipher_vectors=nope"])
