@@ -1,7 +1,7 @@
 """Smoke test of `make multihot-table3` / `make multihot-table5` on a generated LANGREPR_DATA_DIR.
 
-One tiny pretraining (reused by every cell: the checkpoint is keyed by its config), then an NER, an SRL and an
-NSMC cell through `train()` (what the make targets reach through the CLI); both tables render, the SRL cell
+One tiny pretraining (reused by every cell: the checkpoint is keyed by its config), then a KorQuAD, an NER, an SRL
+and an NSMC cell through `train()` (what the make targets reach through the CLI); both tables render, the SRL cell
 from a MODU-format fixture, and a cell without SRL data fails with one line naming the file.
 """
 
@@ -23,8 +23,10 @@ TINY = ["dataset=korean_quick", "dataset.corpus.nsmc=40", "dataset.corpus.korqua
         "model.net.intermediate_size=32", "model.net.max_positions=32", "mlm.steps=2", "mlm.batch_size=4",
         "mlm.val_fraction=0.3", "pipeline.workers=1", "downstream_data.nsmc.per_class=6",
         "downstream_data.ner.test_fraction=0.5", "downstream_data.srl.test_fraction=0.5",
-        *(f"finetune.{t}.{k}={v}" for t in ("ner", "srl", "nsmc") for k, v in (("steps", 2), ("batch_size", 4),
-                                                                                ("warmup_steps", 0)))]
+        *(f"finetune.{t}.{k}={v}" for t in ("ner", "srl", "nsmc", "korquad") for k, v in (("steps", 2),
+                                                                                           ("batch_size", 4),
+                                                                                           ("warmup_steps", 0))),
+        "finetune.korquad.stride=8"]
 
 
 def klue_ner_lines(i: int, text: str, tags: list[str]) -> str:
@@ -56,6 +58,12 @@ def data_dir(tmp_path_factory):
         "predicate": {"form": "먹", "begin": 7, "end": 8}, "argument": [
             {"form": "철수가", "label": "ARG0", "begin": 0, "end": 3},
             {"form": "밥을", "label": "ARG1", "begin": 4, "end": 6}]}]} for i in range(12)]
+    (root / "korquad1").mkdir()
+    articles = [{"title": f"문서{i}", "paragraphs": [{"context": f"문서{i}는 19{i}0년에 세워졌다. 그 뒤 서울로 옮겼다.", "qas": [
+        {"id": f"q{i}", "question": "세워진 해는?", "answers": [{"text": f"19{i}0년", "answer_start": 5}]}]}]}
+        for i in range(10)]
+    (root / "korquad1" / "KorQuAD_v1.0_dev.json").write_text(
+        json.dumps({"version": "KorQuAD_v1.0_dev", "data": articles}, ensure_ascii=False))
     (root / "srl.json").write_text(json.dumps({"document": [{"id": "d", "sentence": sentences}]}, ensure_ascii=False))
     return root
 
@@ -65,13 +73,17 @@ def test_table3_and_table5_cells_run_and_render(compose_cfg, tmp_path, data_dir,
     # the group choices a CLI run records (rows match on `model`); compose() outside the CLI records none
     monkeypatch.setattr("langrepr.train.hydra_choices",
                         lambda: ({"dataset": "korean_quick", "model": "multihot_small"}, []))
-    for task in ("ner", "srl", "nsmc"):
+    for task in ("korquad", "ner", "srl", "nsmc"):
         cfg = compose_cfg("experiment=multihot_table3", "profile=quick", *TINY, f"paths.data_dir={data_dir}",
                           f"downstream={task}", f"downstream_data.srl.path={data_dir / 'srl.json'}")
         record = train(cfg, out / "quick" / "multihot_table3" / f"downstream={task}")
         metrics = record["metrics"]
         assert record["status"] == "finished", task
-        if task == "nsmc":
+        if task == "korquad":
+            assert 0 <= metrics["test/em"] <= 100 and 0 <= metrics["test/f1"] <= 100
+            assert metrics["finetune/test_questions"] > 0   # baseline/{em,f1}: the first-sentence reference row
+            assert 0 <= metrics["baseline/em"] <= 100 and 0 <= metrics["baseline/f1"] <= 100
+        elif task == "nsmc":
             assert 0 <= metrics["test/accuracy"] <= 100 and 0 < metrics["reference/majority/accuracy"] < 100
             assert metrics["data/train_reviews"] + metrics["data/test_reviews"] == 12   # 6 per class
         else:
@@ -80,7 +92,7 @@ def test_table3_and_table5_cells_run_and_render(compose_cfg, tmp_path, data_dir,
     assert len(list((out / "quick" / "multihot_pretrain").glob("*/model.pt"))) == 1, "pretraining was not reused"
     table3 = tables.render("multihot_table3", "quick", out)
     filled = {name for row in table3["rows"] for name, c in row["cells"].items() if c["ours"] is not None}
-    assert {"NER macro F1", "SRL micro F1", "NSMC accuracy"} <= filled and "KorQuAD EM" not in filled
+    assert {"KorQuAD EM", "KorQuAD F1", "NER macro F1", "SRL micro F1", "NSMC accuracy"} <= filled
     table5 = tables.render("multihot_table5", "quick", out)
     assert table5["rows"][0]["cells"]["PER F1"]["ours"] is not None
 
