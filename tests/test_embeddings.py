@@ -91,6 +91,7 @@ def test_layer_norm_and_shapes():
         (dict(width=10, v=4, u=2), "embedding.width"),
         (dict(width=8, v=4, u=2, focus_index="bogus"), "flat, paper_literal"),
         (dict(width=8, v=4, u=2, local_focus="bogus"), "material, within_word"),
+        (dict(width=8, v=4, u=2, focus_init_std=0.0), "focus_init_std"),
     ],
 )
 def test_validation(kwargs, match):
@@ -98,6 +99,16 @@ def test_validation(kwargs, match):
         ElementwiseEmbedding(**kwargs)
     with pytest.raises(ValueError, match="forward, centered"):
         VGramElementwiseEmbedding(width=8, v=4, u=2, window="bogus")
+
+
+def test_focus_init_std_scales_only_the_focus_tables():
+    torch.manual_seed(0)
+    default = ElementwiseEmbedding(width=64, v=4, u=64)
+    small = ElementwiseEmbedding(width=64, v=4, u=64, focus_init_std=0.02)
+    assert default.global_focus.weight.std().item() == pytest.approx(1.0, abs=0.1)  # PyTorch's N(0, 1)
+    assert small.global_focus.weight.std().item() == pytest.approx(0.02, abs=0.003)
+    assert small.local_focus_table.weight.std().item() == pytest.approx(0.02, abs=0.003)
+    assert small.elements.weight.std().item() == pytest.approx(1.0, abs=0.1)  # elements untouched
 
 
 def test_input_shape_checked():

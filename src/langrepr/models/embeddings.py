@@ -60,6 +60,10 @@ class ElementwiseEmbedding(nn.Module):
         dropout: dropout probability applied after the focus embeddings.
         layer_norm: apply LayerNorm(w) after dropout (the paper says both "can be applied").
         num_elements: element table rows; 256 = one per UTF-8 byte value (byte 0 is the pad).
+        focus_init_std: std of the normal init of both focus tables. The paper gives no init; None keeps
+            PyTorch's N(0, 1), the same scale as the elements, so the two position tables add twice the
+            content's variance at start. 0.02 (BERT's initializer_range, the scale of BERT's own position
+            table) lets the bytes dominate at start [inferred, configurable].
     """
 
     def __init__(
@@ -73,6 +77,7 @@ class ElementwiseEmbedding(nn.Module):
         dropout: float = 0.1,
         layer_norm: bool = True,
         num_elements: int = 256,
+        focus_init_std: float | None = None,
     ) -> None:
         super().__init__()
         _check_choice("embedding.focus_index", focus_index, FOCUS_INDEX)
@@ -94,6 +99,11 @@ class ElementwiseEmbedding(nn.Module):
             self.global_focus = nn.Embedding(int(p.max()) + 1, self.c)  # g: (u*v, c) for "flat"
             rows, cols = (u, width) if local_focus == "material" else (v, self.c)
             self.local_focus_table = nn.Embedding(rows, cols)  # f
+            if focus_init_std is not None:
+                if focus_init_std <= 0:
+                    raise ValueError(f"embedding.focus_init_std must be > 0 or null, got {focus_init_std}")
+                nn.init.normal_(self.global_focus.weight, std=focus_init_std)
+                nn.init.normal_(self.local_focus_table.weight, std=focus_init_std)
         self.dropout = nn.Dropout(dropout)
         self.norm = nn.LayerNorm(width) if layer_norm else nn.Identity()
 
