@@ -34,7 +34,8 @@ log = logging.getLogger("langrepr.train")
 OmegaConf.register_new_resolver("cell", lambda name: name or "defaults", replace=True)
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-CONFIG_GROUPS = ("dataset", "model", "trainer", "logger", "experiment", "profile", "debug", "bitcipher_vectors")
+CONFIG_GROUPS = ("dataset", "model", "trainer", "logger", "experiment", "profile", "debug", "bitcipher_vectors",
+                 "lm_init")
 
 
 # ---------------------------------------------------------------- helpers

@@ -62,13 +62,18 @@ def left_counts(ids: np.ndarray, doc_ids: np.ndarray, n_rows: int, offsets: rang
     """L[w, c] = #{i, δ ∈ offsets: x_i = w, x_{i−δ} = c, same document}: the left-context count matrix.
 
     The right-context counts are its transpose (a pair seen at −δ from w is seen at +δ from c), so only the
-    left half is counted: r integer keys per token, one sort, and a CSR built from the sorted keys.
+    left half is counted: r integer keys per token, one sort, and a CSR built from the sorted keys. Keys are
+    int32 when n_rows² fits (V ≤ 46,340: the sort, the bulk of the work, is ~1.7x faster than on int64).
     """
+    key_type = np.int32 if n_rows * n_rows < 2**31 else np.int64
+    ids = ids.astype(key_type, copy=False)
     keys = []
     for delta in offsets:
+        if delta >= len(ids):
+            continue
         same_doc = doc_ids[delta:] == doc_ids[:-delta]
-        keys.append((ids[delta:] * n_rows + ids[:-delta])[same_doc])
-    key = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
+        keys.append((ids[delta:] * key_type(n_rows) + ids[:-delta])[same_doc])
+    key = np.concatenate(keys) if keys else np.zeros(0, dtype=key_type)
     key.sort()
     if key.size == 0:
         return sp.csr_matrix((n_rows, n_rows))
@@ -77,17 +82,39 @@ def left_counts(ids: np.ndarray, doc_ids: np.ndarray, n_rows: int, offsets: rang
     counts = np.diff(np.r_[starts, key.size]).astype(np.float64)
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(np.bincount(unique // n_rows, minlength=n_rows), out=indptr[1:])
-    return sp.csr_matrix((counts, unique % n_rows, indptr), shape=(n_rows, n_rows))
+    return sp.csr_matrix((counts, (unique % n_rows).astype(np.int32), indptr), shape=(n_rows, n_rows))
+
+
+def document_chunks(doc_offsets: np.ndarray, max_tokens: int) -> list[tuple[int, int]]:
+    """Token ranges [a, b) of whole documents, cut at the last document start before each multiple of max_tokens.
+
+    A chunk is longer than max_tokens only when a document is (documents are never split).
+    """
+    if len(doc_offsets) < 2 or doc_offsets[-1] <= doc_offsets[0]:
+        return []
+    targets = np.arange(doc_offsets[0], doc_offsets[-1], max_tokens)
+    starts = doc_offsets[np.searchsorted(doc_offsets, targets, side="right") - 1]
+    bounds = np.unique(np.r_[starts, doc_offsets[-1]])
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def shard_counts(ids: np.ndarray, doc_offsets: np.ndarray, n_rows: int, radius: int, mode: str,
-                 cat_mode: str = "left_right") -> list[sp.csr_matrix]:
-    """A shard's left-context counts: [L] (Sum, Cat left_right) or [L_1, …, L_r] (Cat per_offset)."""
+                 cat_mode: str = "left_right", max_keys: int = 1 << 25) -> list[sp.csr_matrix]:
+    """A shard's left-context counts: [L] (Sum, Cat left_right) or [L_1, …, L_r] (Cat per_offset).
+
+    Memory is bounded by counting chunks of whole documents of at most ``max_keys / radius`` tokens (r keys
+    per token; 2^25 int32 keys = 128 MiB) and summing their sparse counts.
+    """
     ids = np.asarray(ids, dtype=np.int64)
+    doc_offsets = np.asarray(doc_offsets, dtype=np.int64)
     doc_ids = np.repeat(np.arange(len(doc_offsets) - 1), np.diff(doc_offsets))
-    if mode == "cat" and cat_mode == "per_offset":
-        return [left_counts(ids, doc_ids, n_rows, range(d, d + 1)) for d in range(1, radius + 1)]
-    return [left_counts(ids, doc_ids, n_rows, range(1, radius + 1))]
+    offset_sets = ([range(d, d + 1) for d in range(1, radius + 1)] if mode == "cat" and cat_mode == "per_offset"
+                   else [range(1, radius + 1)])
+    total: list[sp.csr_matrix] | None = None
+    for a, b in document_chunks(doc_offsets, max(1, max_keys // max(1, radius))):
+        part = [left_counts(ids[a:b], doc_ids[a:b], n_rows, offs) for offs in offset_sets]
+        total = part if total is None else [x + y for x, y in zip(total, part)]
+    return total if total is not None else [sp.csr_matrix((n_rows, n_rows)) for _ in offset_sets]
 
 
 def apply_counts(out: np.ndarray, counts: list[sp.csr_matrix], table: np.ndarray, radius: int, mode: str,
@@ -101,7 +128,8 @@ def apply_counts(out: np.ndarray, counts: list[sp.csr_matrix], table: np.ndarray
         return
     left = counts[0]
     if mode == "sum":
-        out += (left + left.T) @ table
+        out += left @ table
+        out += left.T @ table
     else:
         out[:, :b] += left @ table
         out[:, b:] += left.T @ table

@@ -1,0 +1,172 @@
+"""Causal (next-word) language modelling with an optional cipher warm start (Bit Cipher §5, Figure 4).
+
+Loss: cross-entropy of token t+1 given tokens ≤ t inside each block, over real (unpadded) positions.
+``val/ppl`` = exp(token-weighted mean NLL over the validation split), logged at every validation so the CSV log
+holds the perplexity curve Figure 4 plots; ``val/ppl_best`` is its minimum, ``val/ppl_first`` its value at the first evaluation, ``test/<split>/ppl`` the
+test score.
+
+Warm start (``warm_start`` not null): before training, the net's input embedding is overwritten by cipher
+vectors computed from the datamodule's training stream (`langrepr.pipelines.cipher_embedding`; bits = the
+model width) and kept frozen for ``freeze_embedding_steps`` optimiser steps, then trained like every other
+weight (the paper's freeze-then-thaw). Frozen = its gradient is dropped before each optimiser step, so AdamW
+neither moves nor decays it; the optimiser state starts when it thaws. A cold start (``warm_start: null``)
+keeps GPT-2's random init; ``freeze_embedding_steps`` applies to it too (0 in Figure 4's cold rows).
+`causal_unigram_ppl` is the reference row: the perplexity of the training unigram on the same targets.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torchmetrics import MeanMetric, MinMetric
+
+from langrepr.errors import UserError
+from langrepr.pipelines.cipher_embedding import cached_cipher_embedding
+from langrepr.tasks.optim import configure
+
+
+def next_token_targets(input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """(targets (B, T−1), valid (B, T−1)): position t predicts id t+1 when both are real tokens."""
+    valid = attention_mask[:, 1:].bool() & attention_mask[:, :-1].bool()
+    return input_ids[:, 1:], valid
+
+
+def training_stream(datamodule: Any) -> np.ndarray:
+    """The datamodule's training split as one stream of ids, in corpus order (padding dropped)."""
+    dataset = datamodule.train_dataloader().dataset
+    tensors = getattr(dataset, "tensors", None)
+    if not tensors or len(tensors) < 2:
+        raise UserError(f"{type(datamodule).__name__}: the cipher warm start reads the training split as "
+                        "(ids, attention_mask) tensors; use a datamodule like langrepr.data.english.text_lm")
+    ids, mask = tensors[0], tensors[1]
+    return ids[mask.bool()].numpy()
+
+
+class CausalLMTask(pl.LightningModule):
+    """Next-word LM over a net like `langrepr.models.causal_lm.CausalTransformerLM`.
+
+    Args:
+        warm_start: None (cold start) or the `cipher_embedding` options (bits, radius, doc_tokens, beta, log,
+            whiten, centre, l2, scale_std) plus an optional ``cache_dir``.
+        freeze_embedding_steps: optimiser steps during which the input embedding is not updated.
+        datamodule_kwargs: the datamodule's ``task_kwargs`` (mask id of the masked-LM datamodules), unused.
+    """
+
+    def __init__(self, net: nn.Module, optimizer: Callable, scheduler: Callable | None = None,
+                 warm_start: dict | None = None, freeze_embedding_steps: int = 0, **datamodule_kwargs: Any) -> None:
+        super().__init__()
+        if freeze_embedding_steps < 0:
+            raise UserError(f"freeze_embedding_steps={freeze_embedding_steps}: use 0 (never frozen) or more steps")
+        self.net = net
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self.warm_start = dict(warm_start) if warm_start else None
+        self.freeze_embedding_steps = int(freeze_embedding_steps)
+        self.test_split_names: list[str] = ["test"]
+        self.val_nll, self.val_ppl_best = MeanMetric(), MinMetric()
+        self._warm_started = False
+        self.val_ppl_first: float | None = None        # the start of the curve, where a warm start should show
+
+    # ---------------------------------------------------------------- warm start
+    def setup(self, stage: str) -> None:
+        if not hasattr(self, "test_nll"):
+            self.test_nll = nn.ModuleList(MeanMetric() for _ in self.test_split_names)
+        if stage == "fit" and self.warm_start and not self._warm_started:
+            self.apply_warm_start(training_stream(self.trainer.datamodule))
+
+    def apply_warm_start(self, stream: np.ndarray) -> None:
+        """Overwrite the input embedding with cipher vectors of `stream` (bits must equal the model width)."""
+        spec = dict(self.warm_start)
+        cache_dir = spec.pop("cache_dir", None)
+        width = self.net.input_embedding.weight.shape[1]
+        if int(spec.get("bits", width)) != width:
+            raise UserError(f"warm_start.bits={spec['bits']} but the model width is {width}: the cipher vectors "
+                            "enter the embedding as they are, so set bits = model.net.hidden_size")
+        spec["bits"] = width
+        matrix = cached_cipher_embedding(cache_dir, stream, self.net.input_embedding.weight.shape[0], **spec)
+        self.net.load_input_embedding(matrix)
+        self._warm_started = True
+
+    def embedding_frozen(self) -> bool:
+        return self.global_step < self.freeze_embedding_steps
+
+    def on_after_backward(self) -> None:
+        if self.embedding_frozen():
+            self.net.input_embedding.weight.grad = None     # AdamW skips a parameter without a gradient
+
+    # ---------------------------------------------------------------- steps
+    def _nll(self, batch: dict) -> tuple[Tensor, int]:
+        logits = self.net(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        targets, valid = next_token_targets(batch["input_ids"], batch["attention_mask"])
+        n = int(valid.sum())
+        if n == 0:
+            return logits.sum() * 0.0, 0
+        return F.cross_entropy(logits[:, :-1][valid].float(), targets[valid]), n
+
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        loss, n = self._nll(batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=max(n, 1))
+        self.log("train/embedding_frozen", float(self.embedding_frozen()), batch_size=max(n, 1))
+        return loss
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        loss, n = self._nll(batch)
+        if n:
+            self.val_nll.update(loss, weight=n)
+
+    def on_validation_epoch_end(self) -> None:
+        nll = self.val_nll.compute()
+        self.val_nll.reset()
+        self.log_dict({"val/nll": nll, "val/ppl": nll.exp()}, prog_bar=True)
+        if not self.trainer.sanity_checking:
+            if self.val_ppl_first is None:
+                self.val_ppl_first = float(nll.exp())
+            self.val_ppl_best.update(nll.exp())
+            self.log_dict({"val/ppl_best": self.val_ppl_best.compute(), "val/ppl_first": self.val_ppl_first})
+
+    def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
+        loss, n = self._nll(batch)
+        if n:
+            self.test_nll[dataloader_idx].update(loss, weight=n)
+
+    def on_test_epoch_end(self) -> None:
+        for name, metric in zip(self.test_split_names, self.test_nll):
+            nll = metric.compute()
+            metric.reset()
+            self.log_dict({f"test/{name}/nll": nll, f"test/{name}/ppl": nll.exp()}, add_dataloader_idx=False)
+
+    def configure_optimizers(self) -> dict:
+        return configure(self, self.optimizer_factory, self.scheduler_factory,
+                         self.trainer.estimated_stepping_batches)
+
+
+def causal_unigram_ppl(datamodule: Any, output_dir: str, smoothing: float = 1.0) -> dict[str, float]:
+    """Reference row: perplexity of the add-k training unigram on exactly the targets the LM is scored on."""
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    vocab_size = int(datamodule.net_kwargs["vocab_size"])
+    counts = torch.bincount(torch.as_tensor(training_stream(datamodule)), minlength=vocab_size).double()
+    log_p = ((counts + smoothing) / (counts + smoothing).sum()).log()
+
+    def nll(loader: Any) -> float:
+        total, n = 0.0, 0
+        for batch in loader:
+            targets, valid = next_token_targets(batch["input_ids"], batch["attention_mask"])
+            total -= float(log_p[targets[valid]].sum())
+            n += int(valid.sum())
+        if n == 0:
+            raise UserError(f"{datamodule.name}: an evaluation split has no targets to score")
+        return total / n
+
+    val = nll(datamodule.val_dataloader())
+    metrics = {"val/nll": val, "val/ppl": math.exp(val), "val/ppl_best": math.exp(val), "val/ppl_first": math.exp(val)}
+    for name, loader in zip(getattr(datamodule, "test_splits", ["test"]), datamodule.test_dataloader()):
+        test = nll(loader)
+        metrics.update({f"test/{name}/nll": test, f"test/{name}/ppl": math.exp(test)})
+    return metrics
