@@ -105,10 +105,52 @@ multihot-table5: $(STAMP) ## Multi-hot LM Table 5: NER F1 for PER / LOC / ORG, s
 ifeq ($(PROFILE),quick)
 multihot-table3 multihot-table5: export OMP_NUM_THREADS ?= 1
 endif
-.PHONY: bitcipher-table1 bitcipher-table6
-bitcipher-table1: ## Bit Cipher Table 1: cipher / Sum / Cat vs word2vec, POS (GUM) + NER (CoNLL-2003) probes
-bitcipher-table6: ## Bit Cipher Tables 6-7: cipher-only across data size, POS + NER probes
-$(foreach n,1 6,$(eval $(call TABLE_RULE,bitcipher-table$(n),bitcipher_table$(n))))
+.PHONY: bitcipher-table1 bitcipher-table2 bitcipher-table3 bitcipher-table4 bitcipher-table5 bitcipher-table6
+# Bit Cipher tables share cells: references and the cipher row live in Table 1's sweep, the Sum/Cat centre
+# (r = 4, largest data: Sum b = 200 in Table 3's, Cat b = 100 in Table 5's); a target runs every sweep it reads
+# (finished cells are skipped)
+BITCIPHER_RUN = $(RUN) -m profile=$(PROFILE) ckpt_path=auto
+BITCIPHER_REFS = $(BITCIPHER_RUN) experiment=bitcipher_table1 $(ARGS)
+BITCIPHER_CENTRE = $(BITCIPHER_RUN) experiment=bitcipher_table3 bitcipher_vectors=sum bitcipher_vectors.bits=200 $(ARGS) \
+	&& $(BITCIPHER_RUN) experiment=bitcipher_table5 bitcipher_vectors.bits=100 $(ARGS)
+BITCIPHER_BITS = $(BITCIPHER_RUN) experiment=bitcipher_table3 $(ARGS) && $(BITCIPHER_RUN) experiment=bitcipher_table5 $(ARGS)
+bitcipher-table1: $(STAMP) ## Bit Cipher Table 1: cipher / Sum / Cat vs word2vec, POS (GUM) + NER (CoNLL-2003) probes
+	$(BITCIPHER_REFS)
+	$(BITCIPHER_CENTRE)
+	$(RENDER) bitcipher_table1 --profile $(PROFILE)
+bitcipher-table2: $(STAMP) ## Bit Cipher Table 2: Sum and Cat across data size
+	$(BITCIPHER_REFS)
+	$(BITCIPHER_CENTRE)
+	$(BITCIPHER_RUN) experiment=bitcipher_table2 $(ARGS)
+	$(RENDER) bitcipher_table2 --profile $(PROFILE)
+bitcipher-table4: $(STAMP) ## Bit Cipher Table 4: Sum and Cat across radius
+	$(BITCIPHER_REFS)
+	$(BITCIPHER_CENTRE)
+	$(BITCIPHER_RUN) experiment=bitcipher_table4 $(ARGS)
+	$(RENDER) bitcipher_table4 --profile $(PROFILE)
+bitcipher-table3: $(STAMP) ## Bit Cipher Table 3: Sum (and Cat) across bits
+	$(BITCIPHER_REFS)
+	$(BITCIPHER_BITS)
+	$(RENDER) bitcipher_table3 --profile $(PROFILE)
+bitcipher-table5: $(STAMP) ## Bit Cipher Table 5 [inferred reading]: Cat vs same-dimension Sum across bits
+	$(BITCIPHER_REFS)
+	$(BITCIPHER_BITS)
+	$(RENDER) bitcipher_table5 --profile $(PROFILE)
+bitcipher-table6: $(STAMP) ## Bit Cipher Tables 6-7: cipher-only across data size, POS + NER probes
+	$(BITCIPHER_REFS)
+	$(BITCIPHER_RUN) experiment=bitcipher_table6 $(ARGS)
+	$(RENDER) bitcipher_table6 --profile $(PROFILE)
+ifeq ($(PROFILE),quick)
+bitcipher-table1 bitcipher-table2 bitcipher-table3 bitcipher-table4 bitcipher-table5 bitcipher-table6: export OMP_NUM_THREADS ?= 1
+endif
+.PHONY: bitcipher-figure4
+bitcipher-figure4: $(STAMP) ## Bit Cipher Figure 4: LM perplexity, cipher warm start vs cold (quick: PTB); table + PNG in outputs/figures/
+	$(RUN) -m experiment=bitcipher_figure4 profile=$(PROFILE) $(if $(filter quick,$(PROFILE)),dataset=ptb_causal) ckpt_path=auto $(ARGS)
+	$(RENDER) bitcipher_figure4 --profile $(PROFILE)
+	$(PY) scripts/bitcipher_figure4.py --profile $(PROFILE)
+ifeq ($(PROFILE),quick)
+bitcipher-figure4: export OMP_NUM_THREADS ?= 1
+endif
 
 # a mistyped target (make ewe-table9) is one line naming it, not make's "No rule to make target"
 .DEFAULT:
