@@ -129,3 +129,27 @@ def test_time_training_iterations_counts_params():
     # 10*4 embedding + mlp2 head: 4*3+3 + 3*2+2
     assert out["params/total"] == 40 + 15 + 8 and out["params/non_embedding"] == 23
     assert out["time/s_per_1000_iter"] > 0
+
+
+def test_nsmc_reads_the_multihot_split_into_the_text_datamodule(tmp_path):
+    """dataset=nsmc_text: the same `load_nsmc` split as the multi-hot NSMC cells, as (texts, 0/1 labels)."""
+    import gzip
+
+    (tmp_path / "nsmc").mkdir()
+    rows = [f"{i}\t1\t{10 if i % 2 else 1}\t14.08.01\t{'최고 재밌다' if i % 2 else '최악 지루하다'} {i}" for i in range(40)]
+    with gzip.open(tmp_path / "nsmc" / "nsmc_raw_reviews.tsv.gz", "wt", encoding="utf-8") as fh:
+        fh.write("review_id\tmovie_id\trating\tdate\treview\n" + "\n".join(rows) + "\n")
+    from langrepr.data.korean.nsmc import load_nsmc
+
+    options = {"source": "crawl", "per_class": 10, "test_fraction": 0.25, "seed": 1234}
+    dm = TextClassificationDataModule(name="nsmc", data_dir=str(tmp_path), class_names=["최악", "최고"],
+                                      tokenizer=WordTokenizer(max_length=6), val_fraction=0.2, source_options=options)
+    dm.setup("fit")
+    same = load_nsmc(data_dir=str(tmp_path), **options)
+    assert dm.texts_and_labels("test") == ([r.text for r in same["test"]], [r.label for r in same["test"]])
+    assert dm.num_labels == 2 and dm.data_info["rows"] == {"train": 12, "val": 3, "test": 5}
+    assert "NSMC-STYLE" in dm.data_info["split"]
+    assert all(ids and ids[0] != 1 for ids in dm.label_word_ids)   # both label words are in the vocabulary
+    with pytest.raises(UserError, match="nsmc_raw_reviews"):
+        TextClassificationDataModule(name="nsmc", data_dir=str(tmp_path / "none"), tokenizer=WordTokenizer(),
+                                     source_options=options).setup("fit")

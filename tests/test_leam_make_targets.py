@@ -66,9 +66,10 @@ def test_leam_table2_target_runs_and_renders_at_smoke_size(tmp_path):
     assert all(row["cells"]["Yahoo"]["ours"] is None for row in result["rows"]), "quick runs AG News only"
     # make leam-figures: the attention page from this sweep's LEAM run
     (run_dir,) = (out / "quick" / "leam_table2").glob("*model=leam,*")
-    page = tmp_path / "fig4.html"
+    page = tmp_path / "figures" / "leam_fig4_attention.quick.html"
     fig = subprocess.run([sys.executable, str(ROOT / "scripts" / "leam_figures.py"), "--run", str(run_dir),
-                          "--docs", "2", "--out", str(page)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          "--figures", "fig4", "--docs", "2", "--out-dir", str(page.parent)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300,
                          env={**os.environ, "LANGREPR_DATA_DIR": str(data)})
     assert fig.returncode == 0, fig.stderr[-3000:]
     assert page.read_text().count("<span style=") > 2

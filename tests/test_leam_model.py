@@ -203,3 +203,16 @@ def test_present_label_auroc_skips_labels_without_both_classes():
     assert macro.compute().item() == pytest.approx(1.0)            # both present labels rank perfectly
     # micro over labels 0-1: positives 0.9, 0.8 vs negatives 0.2, 0.6, 0.1, 0.3 -> all pairs ordered
     assert micro.compute().item() == pytest.approx(1.0)
+
+
+def test_output_bias_is_the_last_head_bias_and_a_prior_start_reaches_the_logits():
+    """The shared net contract a multi-label task with output_bias_init=prior uses (EWE quick tables)."""
+    for layers in (1, 2):
+        net = LEAM(vocab_size=10, num_labels=3, hidden_size=4, window=3, num_layers=layers, intermediate_size=5).eval()
+        assert net.output_bias() is net.head[-1].bias and net.output_bias().shape == (3,)
+        with torch.no_grad():
+            net.output_bias().copy_(torch.tensor([-2.0, 0.0, 2.0]))
+            net.head[-1].weight.zero_()
+        logits = net(torch.tensor([[2, 3, 0]]), torch.tensor([[1, 1, 0]]))
+        torch.testing.assert_close(logits, torch.tensor([[-2.0, 0.0, 2.0]]))
+

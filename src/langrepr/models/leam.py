@@ -250,5 +250,9 @@ class LEAM(nn.Module):
         """f_2(c_k) for every label, (K, K): the input of the label regulariser (eq. 9)."""
         return self.head(self.label_embedding)
 
+    def output_bias(self) -> Tensor:
+        """b_2, the bias of f_2's last layer (K,), which a multi-label task may start at the label prior's log-odds."""
+        return self.head[-1].bias
+
     def embedding_parameters(self) -> int:
         return self.embedding.weight.numel() + self.label_embedding.numel()

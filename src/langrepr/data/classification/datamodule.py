@@ -1,4 +1,4 @@
-"""Text-classification datamodule for LEAM and its baselines (AG News, Yelp, DBpedia, Yahoo, MIMIC-III 50).
+"""Text-classification datamodule for LEAM and its baselines (AG News, Yelp, DBpedia, Yahoo, MIMIC-III 50, NSMC).
 
 Texts are read once (`sources.py`), the word vocabulary is built on the training split only, and every
 split is encoded to fixed-length id tensors; batches are gathered in numpy (see `_Split`). The
@@ -17,7 +17,13 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
-from langrepr.data.classification.sources import read_hub, read_local, read_mimic50, stratified_split
+from langrepr.data.classification.sources import (
+    read_hub,
+    read_local,
+    read_mimic50,
+    read_nsmc,
+    stratified_split,
+)
 from langrepr.data.classification.vocab import WordTokenizer
 from langrepr.errors import UserError
 
@@ -49,8 +55,10 @@ class TextClassificationDataModule(pl.LightningDataModule):
     """Single- or multi-label text classification over word ids.
 
     Args:
-        name: ag_news | yelp_polarity | yelp_full | dbpedia | yahoo | mimic50 (what the files hold).
-        data_dir: a local folder (Zhang CSVs, or the MIMIC files); None = HF hub (MIMIC: required).
+        name: ag_news | yelp_polarity | yelp_full | dbpedia | yahoo | mimic50 | nsmc (what the files hold).
+        data_dir: a local folder (Zhang CSVs, the MIMIC files, or for NSMC the data root holding nsmc/);
+            None = HF hub (MIMIC: required).
+        source_options: extra arguments of the reader; NSMC: those of `load_nsmc` (source, per_class, ...).
         class_names: one name per label; their words initialise LEAM's label embeddings.
         split_test_fraction: with a local folder holding only test.csv, cut it into train and test.
         split_seed: fixes that cut and the validation hold-out (the same for every model seed).
@@ -62,7 +70,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
                  tokenizer: WordTokenizer | None = None, batch_size: int = 100, num_workers: int = 0,
                  val_fraction: float = 0.05, split_test_fraction: float | None = None, split_seed: int = 0,
                  max_train_samples: int | None = None, max_eval_samples: int | None = None,
-                 multilabel: bool = False, seed: int = 0, cache_dir: str | None = None):
+                 multilabel: bool = False, seed: int = 0, cache_dir: str | None = None,
+                 source_options: dict[str, Any] | None = None):
         super().__init__()
         if tokenizer is None:
             raise UserError("TextClassificationDataModule needs a tokenizer: set model.tokenizer (train.py passes it in)")
@@ -71,6 +80,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
         self.val_fraction, self.split_test_fraction, self.split_seed = val_fraction, split_test_fraction, split_seed
         self.max_train_samples, self.max_eval_samples = max_train_samples, max_eval_samples
         self.multilabel, self.cache_dir = multilabel, cache_dir
+        self.source_options = dict(source_options or {})
         self.test_splits = ["test"]
         self.data_info: dict[str, Any] = {}
         self.label_word_ids: list[list[int]] | None = None
@@ -94,6 +104,9 @@ class TextClassificationDataModule(pl.LightningDataModule):
     def _read(self) -> tuple[dict, dict, list[str] | None]:
         if self.name == "mimic50":
             return read_mimic50(self.data_dir)
+        if self.name == "nsmc":
+            splits, info = read_nsmc(self.data_dir, self.cache_dir, **self.source_options)
+            return splits, info, None
         if self.data_dir:
             splits, info = read_local(Path(self.data_dir), self.split_test_fraction, self.split_seed)
         else:

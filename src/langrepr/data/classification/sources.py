@@ -7,6 +7,9 @@ lists of label indices (multi-label), so the datamodule never sees a file format
 - Local Zhang CSVs (``data_dir``): ``train.csv`` / ``test.csv``, no header, first column the 1-based
   class, then the text fields (AG News: title, description; DBpedia: title, content; Yahoo: title,
   question, answer; Yelp: review). Fields are joined with a space; a backslash-n escape becomes a space.
+- NSMC (Korean movie-review sentiment, beyond the paper: LEAM as a reference on the Korean data): through
+  `langrepr.data.korean.nsmc.load_nsmc`, the same reader (and the same split) as the multi-hot LM's NSMC
+  cells: the NSMC-style split built from the local raw crawl, or the official split from the hub.
 - MIMIC-III, 50 codes (Mullenbach et al. 2018, licence-gated, local only): ``train_50.csv``,
   ``dev_50.csv``, ``test_50.csv`` with columns SUBJECT_ID, HADM_ID, TEXT, LABELS (codes joined by
   ';'), length; the label set is ``TOP_50_CODES.csv`` when present, else the codes seen in train.
@@ -108,6 +111,20 @@ def read_hub(name: str, cache_dir: str | None = None) -> tuple[Splits, dict]:
         texts = [" ".join(str(part[c][i] or "") for c in columns) for i in range(len(part))]
         splits[split] = (texts, [int(x) for x in part[label_column]])
     return splits, {"source": f"hf:{hub_id}", "split": "official train/test"}
+
+
+def read_nsmc(data_dir: str | Path | None, cache_dir: str | None = None, **options) -> tuple[Splits, dict]:
+    """NSMC as (texts, 0/1 labels): `options` are `load_nsmc`'s (source, per_class, test_fraction, seed, max_chars)."""
+    from langrepr.data.korean.nsmc import load_nsmc
+
+    options = {"source": "crawl", **options}
+    source = options["source"]
+    split = load_nsmc(data_dir=str(data_dir) if data_dir else None, cache_dir=cache_dir, **options)
+    splits = {part: ([r.text for r in rows], [r.label for r in rows]) for part, rows in split.items()}
+    what = ("an NSMC-STYLE split built here from the raw crawl (not the official split): "
+            f"{len(split['train'])} train / {len(split['test'])} test") if source == "crawl" else "official train/test"
+    return splits, {"source": "nsmc crawl" if source == "crawl" else f"hf:{options.get('hub_name', 'e9t/nsmc')}",
+                    "split": what}
 
 
 def read_mimic50(data_dir: str | Path) -> tuple[Splits, dict, list[str]]:
