@@ -69,7 +69,8 @@ def stamp(metas: list[dict], profile: str) -> str:
     """The provenance line under each figure: profile, seeds, commits."""
     seeds = sorted({m.get("seed") for m in metas if m.get("seed") is not None})
     commits = sorted({str(m.get("commit")) for m in metas})
-    return f"profile {profile} · seeds {', '.join(map(str, seeds))} · commit {', '.join(commits)}"
+    return (f"profile {profile} · seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} · "
+            f"commit{'s' if len(commits) > 1 else ''} {', '.join(commits)}")
 
 
 def val_curve(run: Path) -> list[tuple[int, float]]:
@@ -140,8 +141,8 @@ def fig2c(table3: Path, out: Path, profile: str) -> Path:
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     ax.errorbar(windows, means, yerr=stds, marker="o", capsize=4, lw=2)
     for w, m in zip(windows, means):
-        ax.annotate(f"{m:.1f} (n={len(by_window[w])})", (w, m), textcoords="offset points", xytext=(0, 8),
-                    ha="center", fontsize=7)
+        ax.annotate(f"{m:.1f} (n={len(by_window[w])})", (w, m), textcoords="offset points", xytext=(5, 5),
+                    ha="left", fontsize=7)
     ax.set_xticks(windows, [f"{w}\n(r={(w - 1) // 2})" for w in windows])
     ax.set_xlabel("phrase window 2r+1")
     ax.set_ylabel("test accuracy (%)")

@@ -105,7 +105,7 @@ def test_make_leam_figures_renders_every_figure_from_run_artefacts(artefacts, tm
         assert png.read_bytes()[:8] == PNG_MAGIC, name
         assert png.stat().st_size > 10_000, name   # drawn, not an empty canvas
     page = (figures / "leam_fig4_attention.quick.html").read_text()
-    assert page.count("<p><b>true:") == 3 and "commit abc1234" in page
+    assert page.count("<p><b>true:") == 3 and "seed 1 · commit abc1234" in page
 
 
 def test_leam_figures_name_the_missing_runs_in_one_line_and_exit_2(tmp_path):
