@@ -19,7 +19,7 @@ from langrepr.data.english.text_lm import TextLMDataModule
 from langrepr.errors import UserError
 from langrepr.models.causal_lm import CausalTransformerLM
 from langrepr.pipelines.cipher_embedding import cached_cipher_embedding, cipher_embedding, id_statistics
-from langrepr.pipelines.cooccurrence import shard_counts
+from langrepr.pipelines.cooccurrence import left_counts, shard_counts
 from langrepr.tasks.causal_lm import CausalLMTask, causal_unigram_ppl, next_token_targets
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,6 +74,19 @@ def test_chunked_counts_equal_one_pass():
         whole = shard_counts(ids, offsets, 31, 4, mode, cat_mode, max_keys=10**9)
         chunked = shard_counts(ids, offsets, 31, 4, mode, cat_mode, max_keys=100)
         assert all(abs(a - b).sum() == 0 for a, b in zip(whole, chunked))
+
+
+def test_dense_block_and_sorted_counts_agree_with_a_naive_count():
+    rng = np.random.default_rng(2)
+    ids = rng.integers(0, 12, size=300)
+    doc_ids = np.repeat(np.arange(10), 30)
+    naive = np.zeros((12, 12))
+    for i in range(300):
+        for delta in range(1, 4):
+            if i - delta >= 0 and doc_ids[i] == doc_ids[i - delta]:
+                naive[ids[i], ids[i - delta]] += 1
+    for block in (0, 5, 12, 1024):                      # all sorted, mixed, all dense, block > vocabulary
+        np.testing.assert_array_equal(left_counts(ids, doc_ids, 12, range(1, 4), dense_block=block).toarray(), naive)
 
 
 def test_cipher_embedding_shape_scale_and_information():

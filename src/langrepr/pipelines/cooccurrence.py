@@ -7,9 +7,12 @@ radius r (same document, i excluded) are aggregated and added to w's row:
     Cat, left_right:     M[w] += [Σ_{δ<0} ν(x_{i+δ}) ; Σ_{δ>0} ν(x_{i+δ})]              (2b dims)
     Cat, per_offset:     M[w] += [ν(x_{i−r}) ; … ; ν(x_{i−1}) ; ν(x_{i+1}) ; … ; ν(x_{i+r})]   (2r·b dims)
 
-Vectorised: a shard's left-context pair counts L (r integer keys per token, one sort, a CSR matrix) give
-M = L ν + Lᵀ ν (the right context is the transpose), so the per-token work is O(r) integer operations and the
-b-dimensional work is per distinct pair; no Python loop per token. Counts are summed (sparse) over a group's
+Vectorised: a shard's left-context pair counts L (r integer keys per token: pairs of the 1024 most frequent
+words by one bincount into a dense block, the rest by one sort; a CSR matrix) give M = L ν + Lᵀ ν (the right
+context is the transpose), so the per-token work is O(r) integer operations and the b-dimensional work is per
+distinct pair; no Python loop per token. What bounds it (scripts/bench_bit_cipher.py): the sort of the
+infrequent pairs' keys (~0.6 CPU-s per 1M tokens at r = 8) and the sparse product, whose random row reads of ν
+are memory-bound once (V+1) × b no longer fits in cache. Counts are summed (sparse) over a group's
 shards and multiplied by ν once per group, or whenever they pass ``flush_nnz`` stored pairs. Shards are
 processed by a process pool in groups (``group_shards`` shards per partial matrix, default one contiguous
 block per worker; partials written atomically to ``partials/``) and summed; a crashed run resumes from its
@@ -58,22 +61,11 @@ def check_options(mode: str, radius: int, cat_mode: str) -> None:
 
 # ---------------------------------------------------------------- the kernel
 
-def left_counts(ids: np.ndarray, doc_ids: np.ndarray, n_rows: int, offsets: range) -> sp.csr_matrix:
-    """L[w, c] = #{i, δ ∈ offsets: x_i = w, x_{i−δ} = c, same document}: the left-context count matrix.
+DENSE_BLOCK = 1024   # pairs of the 1024 most frequent words are counted in a dense 1024 × 1024 block (8 MiB)
 
-    The right-context counts are its transpose (a pair seen at −δ from w is seen at +δ from c), so only the
-    left half is counted: r integer keys per token, one sort, and a CSR built from the sorted keys. Keys are
-    int32 when n_rows² fits (V ≤ 46,340: the sort, the bulk of the work, is ~1.7x faster than on int64).
-    """
-    key_type = np.int32 if n_rows * n_rows < 2**31 else np.int64
-    ids = ids.astype(key_type, copy=False)
-    keys = []
-    for delta in offsets:
-        if delta >= len(ids):
-            continue
-        same_doc = doc_ids[delta:] == doc_ids[:-delta]
-        keys.append((ids[delta:] * key_type(n_rows) + ids[:-delta])[same_doc])
-    key = np.concatenate(keys) if keys else np.zeros(0, dtype=key_type)
+
+def sorted_key_counts(key: np.ndarray, n_rows: int) -> sp.csr_matrix:
+    """CSR of the multiplicities of integer keys row·n_rows + col (sorted in place)."""
     key.sort()
     if key.size == 0:
         return sp.csr_matrix((n_rows, n_rows))
@@ -83,6 +75,37 @@ def left_counts(ids: np.ndarray, doc_ids: np.ndarray, n_rows: int, offsets: rang
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(np.bincount(unique // n_rows, minlength=n_rows), out=indptr[1:])
     return sp.csr_matrix((counts, (unique % n_rows).astype(np.int32), indptr), shape=(n_rows, n_rows))
+
+
+def left_counts(ids: np.ndarray, doc_ids: np.ndarray, n_rows: int, offsets: range,
+                dense_block: int = DENSE_BLOCK) -> sp.csr_matrix:
+    """L[w, c] = #{i, δ ∈ offsets: x_i = w, x_{i−δ} = c, same document}: the left-context count matrix.
+
+    The right-context counts are its transpose (a pair seen at −δ from w is seen at +δ from c), so only the
+    left half is counted: r integer keys per token. Rows are frequency ranks, so most pairs fall among the
+    `dense_block` most frequent words: those are counted by one bincount into a dense block (O(1) per key), the
+    rest by one sort (the bulk of the cost; int32 keys when n_rows² fits, ~1.7x faster than int64).
+    """
+    key_type = np.int32 if n_rows * n_rows < 2**31 else np.int64
+    ids = ids.astype(key_type, copy=False)
+    k = min(int(dense_block), n_rows)
+    frequent = ids < k
+    dense_keys, sparse_keys = [], []
+    for delta in offsets:
+        if delta >= len(ids):
+            continue
+        same_doc = doc_ids[delta:] == doc_ids[:-delta]
+        both = same_doc & frequent[delta:] & frequent[:-delta]
+        dense_keys.append(ids[delta:][both] * key_type(k) + ids[:-delta][both])
+        rest = same_doc & ~both
+        sparse_keys.append(ids[delta:][rest] * key_type(n_rows) + ids[:-delta][rest])
+    sparse = sorted_key_counts(np.concatenate(sparse_keys) if sparse_keys else np.zeros(0, key_type), n_rows)
+    if not dense_keys or k == 0:
+        return sparse
+    block = np.bincount(np.concatenate(dense_keys), minlength=k * k).astype(np.float64).reshape(k, k)
+    dense = sp.csr_matrix(block)
+    dense.resize((n_rows, n_rows))
+    return (sparse + dense).tocsr()
 
 
 def document_chunks(doc_offsets: np.ndarray, max_tokens: int) -> list[tuple[int, int]]:
