@@ -8,7 +8,7 @@ import pytest
 from hydra.utils import instantiate
 
 from langrepr.errors import UserError
-from langrepr.scale_out import per_device_batch, world_size
+from langrepr.scale_out import fit_batch_to_devices, is_writer, launched_ranks, per_device_batch, world_size
 from langrepr.train import task_kwargs, train
 
 
@@ -72,31 +72,91 @@ def test_ddp_two_cpu_processes_keep_the_batch_and_reduce_metrics(compose_cfg, tm
     assert any(abs(half[k] - whole[k]) > 1e-4 for k in keys)
 
 
-@pytest.mark.slow  # each local job is a fresh Python process importing torch: ~1 min per round on 2 busy cores
+# Table 1 cells (build and count, no data) at toy width: what the test costs is the jobs' Python start-up
+TINY_COUNT_CELLS = ("experiment=ewe_table1", "model=bert_ewe,bert_orig", "model.net.num_layers=1",
+                    "model.net.hidden_size=48", "model.net.intermediate_size=48", "model.net.num_heads=16")
+
+
 def test_submitit_local_runs_each_cell_as_an_independent_resumable_job(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="pip install -e '.[cluster]'")
     from conftest import run_cli
 
     out = tmp_path / "outputs"
-    args = ("langrepr.train", "-m", "hydra/launcher=submitit_local", "experiment=ewe_table1",
-            "model=bert_ewe,albert_ewe", f"paths.output_root={out}")
-    first = run_cli(*args, timeout=600)
+    args = ("langrepr.train", "-m", "hydra/launcher=submitit_local", *TINY_COUNT_CELLS, f"paths.output_root={out}")
+    first = run_cli(*args, timeout=300)
     assert first.returncode == 0, first.stderr[-3000:]
     sweep = out / "exact" / "ewe_table1"
     jobs = sorted(p.name for p in (sweep / ".submitit").iterdir() if p.name.isdigit())   # folders named by job id
-    assert len(jobs) == 2                                           # one job per cell, each with its own result
-    assert all(any((sweep / ".submitit" / j).glob("*_result.pkl")) for j in jobs)
-    cells = {m: sweep / f"model={m}" / "metrics.json" for m in ("bert_ewe", "albert_ewe")}
-    assert all(json.loads(p.read_text())["status"] == "finished" for p in cells.values())
-    kept = cells["albert_ewe"].read_text()
-    cells["bert_ewe"].unlink()                                      # that cell's result is lost; the other stands
-    second = run_cli(*args, timeout=600)
+    assert len(jobs) == 2                                           # one job (one process) per cell ...
+    assert all(any((sweep / ".submitit" / j).glob("*_result.pkl")) for j in jobs)   # ... each with its own result
+    cells = {p.parent.name: p for p in sweep.glob("*/metrics.json")}
+    assert len(cells) == 2 and all(json.loads(p.read_text())["status"] == "finished" for p in cells.values())
+    ewe = next(name for name in cells if "model=bert_ewe" in name)
+    orig = next(name for name in cells if "model=bert_orig" in name)
+    assert json.loads(cells[ewe].read_text())["params"]["total"] < json.loads(cells[orig].read_text())["params"]["total"]
+    kept = cells[orig].read_text()
+    cells[ewe].unlink()                                             # that cell's result is lost; the other stands
+    second = run_cli(*args, timeout=300)
     assert second.returncode == 0, second.stderr[-3000:]
     new_jobs = [j for j in (sweep / ".submitit").iterdir() if j.name.isdigit() and j.name not in jobs]
     logs = {j.name: "".join(p.read_text() for p in j.glob("*_log.*")) for j in new_jobs}
     assert len(new_jobs) == 2 and sum("already finished" in text for text in logs.values()) == 1
-    assert cells["albert_ewe"].read_text() == kept                  # skipped, not rerun
-    assert json.loads(cells["bert_ewe"].read_text())["status"] == "finished"   # rerun on its own
+    assert cells[orig].read_text() == kept                          # skipped, not rerun
+    assert json.loads(cells[ewe].read_text())["status"] == "finished"   # rerun on its own
+
+
+# ---------------------------------------------------------------- DDP processes started by SLURM
+
+
+def fake_slurm(monkeypatch, rank: int, tasks: int = 4, nodes: int = 2, job_name: str = "langrepr") -> None:
+    """The variables srun sets in task `rank` of a job with `tasks` tasks over `nodes` nodes."""
+    for key in ("TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "GROUP_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    per_node = tasks // nodes
+    monkeypatch.setenv("SLURM_JOB_NAME", job_name)
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.setenv("SLURM_NODELIST", "gpu[01-02]")
+    monkeypatch.setenv("SLURM_NTASKS", str(tasks))
+    monkeypatch.setenv("SLURM_NTASKS_PER_NODE", str(per_node))
+    monkeypatch.setenv("SLURM_PROCID", str(rank))
+    monkeypatch.setenv("SLURM_LOCALID", str(rank % per_node))
+    monkeypatch.setenv("SLURM_NODEID", str(rank // per_node))
+
+
+def test_under_slurm_every_task_derives_the_same_batch_over_slurms_tasks(compose_cfg, monkeypatch):
+    cfg = compose_cfg("dataset=synthetic", "model=bert_ewe", "trainer=ddp", "trainer.devices=2", "trainer.num_nodes=2",
+                      "dataset.datamodule.batch_size=32", "trainer.effective_batch.max_per_device=4")
+    for rank in range(4):
+        fake_slurm(monkeypatch, rank)
+        assert launched_ranks() == {"launcher": "SLURM", "world_size": 4, "global_rank": rank,
+                                    "local_rank": rank % 2, "node_rank": rank // 2}
+        assert is_writer() == (rank == 0)
+        fitted, record = fit_batch_to_devices(cfg)
+        assert record == {"effective_batch": 32, "world_size": 4, "per_device_batch": 4, "accumulate_grad_batches": 2,
+                          "strategy": "ddp", "launcher": "SLURM"}   # SLURM started the processes: no spawning
+        assert fitted.dataset.datamodule.batch_size == 4 and fitted.trainer.accumulate_grad_batches == 2
+    fake_slurm(monkeypatch, 0, tasks=2, nodes=1)                   # one task per node, where the config wants 2 x 2
+    with pytest.raises(UserError, match=r"SLURM started 2 process\(es\) but trainer.devices × trainer.num_nodes = 4"):
+        fit_batch_to_devices(cfg)
+    fake_slurm(monkeypatch, 1, job_name="interactive")             # Lightning's "not launched by SLURM" names
+    assert launched_ranks() is None and is_writer()
+    monkeypatch.delenv("SLURM_NTASKS")
+    assert launched_ranks() is None and fit_batch_to_devices(cfg)[1]["strategy"] == "ddp_spawn"
+
+
+def test_under_slurm_only_global_rank_0_writes_the_cells_files(compose_cfg, monkeypatch, tmp_path):
+    cfg = compose_cfg("experiment=ewe_table1", "model=bert_orig", "model.net.num_layers=1", "model.net.hidden_size=48",
+                      "model.net.intermediate_size=48")
+    for rank in (1, 2, 3):                                           # workers: they run the cell, write nothing
+        fake_slurm(monkeypatch, rank)
+        record = train(cfg, tmp_path / "run")
+        assert record["status"] == "finished" and record["params"]["total"] > 0
+        assert not (tmp_path / "run" / "metrics.json").exists()
+        assert not (tmp_path / "run" / "config_resolved.yaml").exists()
+    fake_slurm(monkeypatch, 0)
+    record = train(cfg, tmp_path / "run")
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text()) == json.loads(json.dumps(record))
+    assert (tmp_path / "run" / "config_resolved.yaml").exists()
 
 
 @pytest.mark.slow  # spawned workers re-import torch and Lightning: about a minute on 2 busy cores

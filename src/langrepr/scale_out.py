@@ -6,10 +6,15 @@ per_device × W × accumulation examples, so keeping the paper's batch B means p
 `fit_batch_to_devices` once, which writes per_device into `dataset.datamodule.batch_size`, accumulation into
 `trainer.accumulate_grad_batches`, logs the derivation and returns it for `metrics.json`.
 
-Launch: `ddp_spawn` starts the W worker processes from inside the running cell, so it works inside a Hydra
-multirun (every `make <paper>-table<N>` target) and only the cell's own process, rank 0, runs train.py's
-bookkeeping and writes `metrics.json`. Lightning's re-launching `ddp` would start train.py again in every rank,
-each re-running that bookkeeping; it is not supported until train.py is rank-aware.
+Launch, two ways:
+- on one machine, `ddp_spawn` starts the W worker processes from inside the running cell, so it works inside a
+  Hydra multirun (every `make <paper>-table<N>` target) and only the cell's own process runs train.py's bookkeeping;
+- under SLURM (`hydra/launcher=submitit_slurm` with `tasks_per_node` = `trainer.devices`, or `srun`), SLURM has
+  already started one process per GPU and each runs train.py. `launched_ranks` reads the ranks as Lightning's
+  SLURMEnvironment (or TorchElasticEnvironment, for torchrun) sees them; the world is then SLURM's task count, the
+  strategy becomes plain `ddp` (spawning would start W more processes per task), and only global rank 0 writes
+  the cell's files (`write_record`, `is_writer`). Lightning's own re-launching `ddp` without a cluster launcher is
+  not supported: it would start Hydra again in every rank.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import copy
 import csv
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +32,7 @@ from omegaconf import DictConfig, open_dict
 from pytorch_lightning.loggers import CSVLogger
 
 from langrepr.errors import UserError
+from langrepr.utils import write_json_atomic
 
 log = logging.getLogger("langrepr.scale_out")
 
@@ -71,20 +78,59 @@ def fit_batch_to_devices(cfg: DictConfig) -> tuple[DictConfig, dict | None]:
         return cfg, None
     effective = int(spec.size)  # read before batch_size changes: it usually interpolates the dataset's batch
     world = world_size(cfg.trainer.get("devices", 1), cfg.trainer.get("num_nodes", 1))
+    launched = launched_ranks()
+    if launched is not None and launched["world_size"] != world:
+        raise UserError(
+            f"{launched['launcher']} started {launched['world_size']} process(es) but trainer.devices × "
+            f"trainer.num_nodes = {world}: start one task per GPU (hydra.launcher.tasks_per_node = trainer.devices, "
+            "hydra.launcher.nodes = trainer.num_nodes, or srun --ntasks-per-node) or change trainer.devices")
     per_device, accumulation = per_device_batch(effective, world, spec.get("max_per_device"))
     cfg = copy.deepcopy(cfg)
     with open_dict(cfg):
         del cfg.trainer["effective_batch"]
         cfg.dataset.datamodule.batch_size = per_device
         cfg.trainer.accumulate_grad_batches = accumulation
+        if launched is not None and world > 1 and "spawn" in str(cfg.trainer.get("strategy")):
+            cfg.trainer.strategy = "ddp"   # the processes exist already: spawning would start W more per task
     record = {"effective_batch": effective, "world_size": world, "per_device_batch": per_device,
               "accumulate_grad_batches": accumulation, "strategy": str(cfg.trainer.get("strategy"))}
+    if launched is not None:
+        record["launcher"] = launched["launcher"]
     log.info("Effective batch %d = %d process(es) × %d per device × %d accumulation step(s) (strategy %s)",
              effective, world, per_device, accumulation, record["strategy"])
     return cfg, record
 
 
+def launched_ranks() -> dict | None:
+    """This process's place when a cluster launcher started one process per device, else None.
 
+    Read the way Lightning will read them when the Trainer starts, so the derived batch and the one writer agree
+    with Lightning: torchrun's variables first (Lightning gives TorchElastic priority, also inside SLURM), then
+    SLURM's (SLURM_NTASKS / SLURM_PROCID / SLURM_LOCALID / SLURM_NODEID, unless the job is named `bash` or
+    `interactive`, which Lightning treats as "not launched by SLURM").
+    """
+    from lightning_fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
+
+    if TorchElasticEnvironment.detect():
+        env, launcher = TorchElasticEnvironment(), "torchrun"
+    elif "SLURM_NTASKS" in os.environ and SLURMEnvironment.job_name() not in ("bash", "interactive"):
+        env, launcher = SLURMEnvironment(), "SLURM"
+    else:
+        return None
+    return {"launcher": launcher, "world_size": env.world_size(), "global_rank": env.global_rank(),
+            "local_rank": env.local_rank(), "node_rank": env.node_rank()}
+
+
+def is_writer() -> bool:
+    """Whether this process writes the cell's files: always, except a launched DDP process of global rank > 0."""
+    launched = launched_ranks()
+    return launched is None or launched["global_rank"] == 0
+
+
+def write_record(path: Path | str, record: dict) -> None:
+    """`write_json_atomic` for `metrics.json`, done by the cell's one writer (global rank 0) only."""
+    if is_writer():
+        write_json_atomic(path, record)
 
 
 class ReportProgress(pl.Callback):

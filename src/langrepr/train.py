@@ -24,8 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 from langrepr import cell
 from langrepr.callbacks import AtomicCheckpointIO, LastCheckpoint
 from langrepr.errors import Diverged, UserError, one_line
-from langrepr.scale_out import fit_batch_to_devices
-from langrepr.utils import git_commit, package_versions, write_json_atomic, write_text_atomic
+from langrepr.scale_out import fit_batch_to_devices, is_writer, write_record
+from langrepr.utils import git_commit, package_versions, write_text_atomic
 from langrepr.validation import canonical_overrides, check_command_line, validate_config
 
 log = logging.getLogger("langrepr.train")
@@ -113,18 +113,20 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
         return previous
     resume, meta = (None, {}) if force else cell.resume_point(cfg.get("ckpt_path"), output_dir, fingerprint)
     if resume is None:
-        cell.move_aside(output_dir)                      # a fresh start never mixes with an older attempt
+        if is_writer():                                  # in a SLURM/torchrun DDP cell, global rank 0 only
+            cell.move_aside(output_dir)                  # a fresh start never mixes with an older attempt
     elif digest and meta.get("data_digest") not in (None, digest):
         raise UserError(f"checkpoint {resume} was trained on different data (digest {meta['data_digest']} -> "
                         f"{digest}): pass force=true to start this cell over")
-    write_text_atomic(output_dir / "config_resolved.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+    if is_writer():
+        write_text_atomic(output_dir / "config_resolved.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     started = time.time()
     record: dict[str, Any] = {
         "status": "running", "run_id": cfg.run_id, "profile": cfg.profile_name, "seed": int(cfg.seed),
         "commit": git_commit(), "versions": package_versions(), "fingerprint": fingerprint, "data_digest": digest,
         "choices": choices, "overrides": overrides, "deterministic": bool(cfg.trainer.get("deterministic", False)),
     }
-    write_json_atomic(output_dir / "metrics.json", record)
+    write_record(output_dir / "metrics.json", record)
     try:
         return run_cell(cfg, output_dir, record, started, resume, meta)
     except BaseException as err:
@@ -133,7 +135,7 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
                       error="interrupted" if interrupted else one_line(err),
                       wall_time_s=meta.get("wall_time_s", 0.0) + time.time() - started)
         try:
-            write_json_atomic(output_dir / "metrics.json", record)
+            write_record(output_dir / "metrics.json", record)
         except OSError:
             pass                                         # e.g. the disk is full: the original error says so
         raise
@@ -150,14 +152,14 @@ def run_cell(cfg: DictConfig, output_dir: Path, record: dict, started: float, re
         net = instantiate(cfg.model.net, **cfg.get("count_net_kwargs", {}))
         record.update(params=parameter_counts(net), metrics={}, wall_time_s=time.time() - started,
                       status="finished")
-        write_json_atomic(output_dir / "metrics.json", record)
+        write_record(output_dir / "metrics.json", record)
         return record
 
     if cfg.get("stage", "train") == "stats":
         # data-statistics cells (EWE Table 2): `cfg.stats` is a function returning flat metrics
         record.update(metrics=dict(instantiate(cfg.stats)), params={}, wall_time_s=time.time() - started,
                       status="finished")
-        write_json_atomic(output_dir / "metrics.json", record)
+        write_record(output_dir / "metrics.json", record)
         return record
 
     if cfg.get("stage", "train") == "pipeline":
@@ -166,7 +168,7 @@ def run_cell(cfg: DictConfig, output_dir: Path, record: dict, started: float, re
         metrics = instantiate(cfg.pipeline, output_dir=str(output_dir))
         record.update(metrics={k: float(v) for k, v in dict(metrics).items()}, params={},
                       wall_time_s=time.time() - started, status="finished")
-        write_json_atomic(output_dir / "metrics.json", record)
+        write_record(output_dir / "metrics.json", record)
         return record
 
     cfg, record["scale_out"] = fit_batch_to_devices(cfg)   # trainer=ddp: per-device batch × accumulation
@@ -184,7 +186,7 @@ def run_cell(cfg: DictConfig, output_dir: Path, record: dict, started: float, re
     task.test_split_names = list(getattr(dm, "test_splits", ["test"]))
     record["params"] = parameter_counts(net)
     record["data"] = {**getattr(dm, "data_info", {}), **getattr(dm, "encode_stats", {})}  # e.g. synthetic?
-    if hasattr(dm, "save_label_vocab"):
+    if hasattr(dm, "save_label_vocab") and is_writer():
         dm.save_label_vocab(output_dir / "labels.json")   # the label columns this run's logits mean
     log.info("Parameters: %s", record["params"])
 
@@ -201,7 +203,7 @@ def run_cell(cfg: DictConfig, output_dir: Path, record: dict, started: float, re
     cell.restore_csv_log(output_dir, loggers, csv_header)
     log_hyperparams(loggers, {"params_total": record["params"]["total"], "seed": int(cfg.seed)})
 
-    write_json_atomic(output_dir / "metrics.json", record)
+    write_record(output_dir / "metrics.json", record)
     try:
         trainer.fit(task, datamodule=dm, ckpt_path=resume)
         metrics = {k: as_float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
@@ -217,7 +219,7 @@ def run_cell(cfg: DictConfig, output_dir: Path, record: dict, started: float, re
     wall = last.wall_time() if last is not None else time.time() - started
     record.update(metrics=metrics, wall_time_s=wall, tested_on=ckpt or "last", resumed_from_step=meta.get("global_step"),
                   epochs=trainer.current_epoch, steps=trainer.global_step, status="finished")
-    write_json_atomic(output_dir / "metrics.json", record)
+    write_record(output_dir / "metrics.json", record)
     log.info("Wrote %s", output_dir / "metrics.json")
     return record
 
