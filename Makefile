@@ -40,8 +40,9 @@ lint: $(STAMP) ## ruff
 smoke: $(STAMP) ## one tiny end-to-end training run on synthetic patents (CPU, seconds)
 	$(RUN) dataset=synthetic model=bert_ewe debug=smoke
 
-bench: $(STAMP) ## benchmarks: ratios measured in one run, written to outputs/bench/
+bench: $(STAMP) ## benchmarks: ratios (median and spread over interleaved rounds) written to outputs/bench/
 	$(PY) scripts/bench_ewe.py
+	$(PY) scripts/bench_train_loop.py
 	$(PY) scripts/bench_loader_wait.py
 	$(PY) scripts/bench_tensorcoder.py
 	$(PY) scripts/bench_leam.py

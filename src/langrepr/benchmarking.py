@@ -1,7 +1,21 @@
-"""Builders shared by the benchmark and GPU-check scripts: real model configs, random batches of the right shape."""
+"""Shared by the benchmark and GPU-check scripts: real model configs, batches, and how a ratio is measured.
+
+Every `make bench` ratio follows one discipline: interleaved rounds, median and spread, optionally a competing
+process, the thread count set deliberately and the machine load recorded.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytorch_lightning as pl
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
@@ -33,3 +47,148 @@ def random_batch(shape: dict, batch: int, num_labels: int, generator: torch.Gene
         ids = torch.randint(5, min(shape["vocab"], 30000), (batch, u), generator=generator)
     return {"input_ids": ids, "attention_mask": torch.ones(batch, u, dtype=torch.long),
             "labels": (torch.rand(batch, num_labels, generator=generator) < 0.003).float()}
+
+
+# ---------------------------------------------------------------- measuring under load
+
+def spread(values: list[float]) -> dict:
+    """Median and spread of repeated measurements: quartiles, range, n (a ratio without them is one draw)."""
+    ordered = sorted(values)
+    q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive") if len(ordered) > 1 else ordered * 3
+    return {"median": statistics.median(ordered), "q1": q1, "q3": q3, "min": ordered[0], "max": ordered[-1],
+            "n": len(ordered)}
+
+
+def describe(summary: dict, fmt: str = "{:.3f}") -> str:
+    """`median [q1, q3] (min-max, n rounds)` in one string."""
+    f = fmt.format
+    return (f"{f(summary['median'])} [IQR {f(summary['q1'])}-{f(summary['q3'])}, range {f(summary['min'])}-"
+            f"{f(summary['max'])}, {summary['n']} rounds]")
+
+
+def interleaved_rounds(candidates: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[Any]]:
+    """Run every candidate once per round, in A B ... then ... B A order on alternate rounds.
+
+    Background load drifts on a shared machine; alternating the order puts each candidate first and last
+    equally often, so a slow stretch lands on all of them, and per-round ratios cancel what a round shares.
+    """
+    results: dict[str, list[Any]] = {name: [] for name in candidates}
+    names = list(candidates)
+    for index in range(rounds):
+        for name in (names if index % 2 == 0 else names[::-1]):
+            results[name].append(candidates[name]())
+    return results
+
+
+def machine_load() -> dict:
+    """What else the machine was doing: load averages and usable cores (a ratio is read against these)."""
+    one, five, fifteen = os.getloadavg()
+    return {"loadavg_1_5_15": [round(one, 2), round(five, 2), round(fifteen, 2)],
+            "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
+
+
+COMPETITOR = """
+import sys, torch
+torch.set_num_threads(int(sys.argv[1]))
+a, big = torch.randn(384, 384), torch.randn(4_000_000)   # GEMMs and a 16 MB stream: cores and memory bandwidth
+while True:
+    for _ in range(8):
+        a = torch.tanh(a @ a)
+    big.mul_(0.999).add_(1e-3)
+"""
+
+
+@contextlib.contextmanager
+def competing_process(threads: int = 1) -> Iterator[subprocess.Popen]:
+    """A second, training-like process that competes for the cores (and memory bandwidth) while the block runs."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    proc = subprocess.Popen([sys.executable, "-c", COMPETITOR, str(threads)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(2.0)                        # let it import torch and start burning before we measure
+        if proc.poll() is not None:
+            raise RuntimeError(f"the competing process exited early with code {proc.returncode}")
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# ---------------------------------------------------------------- a real table cell, built as train.py builds it
+
+def compose_cell(overrides: list[str]) -> Any:
+    """The composed config of one cell (`experiment=… profile=… model=…`), as `python -m langrepr.train` sees it."""
+    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
+        return compose("train", overrides=overrides)
+
+
+def build_cell(cfg: Any) -> tuple[Any, torch.nn.Module, Any]:
+    """(datamodule after setup("fit"), net, task) exactly as `langrepr.train.run_cell` builds them."""
+    from langrepr.train import task_kwargs
+
+    tokenizer = instantiate(cfg.model.tokenizer) if cfg.model.get("tokenizer") else None
+    dm = instantiate(cfg.dataset.datamodule, **({"tokenizer": tokenizer} if tokenizer is not None else {}))
+    dm.prepare_data()
+    dm.setup("fit")
+    net = instantiate(cfg.model.net, **dm.net_kwargs)
+    task = instantiate(cfg.dataset.task, net=net, optimizer=instantiate(cfg.optimizer),
+                       scheduler=instantiate(cfg.scheduler) if cfg.get("scheduler") else None, **task_kwargs(dm))
+    task.test_split_names = list(getattr(dm, "test_splits", ["test"]))
+    return dm, net, task
+
+
+class StepClock(pl.Callback):
+    """Batch-start times inside `fit`: the loop's fetch, callbacks and logging fall between two of them."""
+
+    def __init__(self) -> None:
+        self.starts: list[float] = []
+        self.last_end = 0.0
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        self.starts.append(time.perf_counter())
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        self.last_end = time.perf_counter()
+
+
+def steps_per_s(starts: list[float], last_end: float, warmup: int) -> float:
+    """Steady-state rate: steps after the warm-up ones, from the first timed batch start to the last batch end."""
+    timed = starts[warmup:]
+    return len(timed) / (last_end - timed[0])
+
+
+LOADER_WAIT = "[_TrainingEpochLoop].train_dataloader_next"   # Lightning's profiler keys
+BATCH_RUN = "run_training_batch"
+
+
+def lightning_fit(cfg: Any, dm: Any, task: Any, steps: int, warmup: int, workdir: Any) -> dict:
+    """`steps + warmup` training steps of the cell with its own Trainer config, callbacks and loggers.
+
+    Returns steady-state steps/s, the start-up until the first batch, and from Lightning's SimpleProfiler the
+    time spent waiting for each batch (`next()` on the loader) and running it (forward, backward, step, hooks).
+    """
+    from pytorch_lightning.profilers import SimpleProfiler
+
+    from langrepr.callbacks import AtomicCheckpointIO
+    from langrepr.train import resolve_precision
+
+    clock, profiler = StepClock(), SimpleProfiler(dirpath=str(workdir), filename="profile")   # report to a file
+    callbacks = [instantiate(c) for c in cfg.get("callbacks", {}).values() if c is not None] + [clock]
+    loggers = [instantiate(c) for c in cfg.get("logger", {}).values() if c is not None]
+    begin = time.perf_counter()
+    trainer = instantiate(resolve_precision(cfg.trainer), logger=loggers or False, callbacks=callbacks,
+                          default_root_dir=str(workdir), plugins=[AtomicCheckpointIO()], profiler=profiler,
+                          max_steps=steps + warmup, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0,
+                          val_check_interval=None, check_val_every_n_epoch=1)
+    trainer.fit(task, datamodule=dm)
+    waits, runs = profiler.recorded_durations[LOADER_WAIT], profiler.recorded_durations[BATCH_RUN]
+    # the last `next()` may be the one that found the epoch's end; pair each wait with the batch it fetched
+    waits, runs = waits[warmup:len(runs)], runs[warmup:]
+    return {"steps_per_s": steps_per_s(clock.starts, clock.last_end, warmup), "startup_s": clock.starts[0] - begin,
+            "wait_s": float(sum(waits)), "run_s": float(sum(runs))}
