@@ -159,6 +159,20 @@ def test_under_slurm_only_global_rank_0_writes_the_cells_files(compose_cfg, monk
     assert (tmp_path / "run" / "config_resolved.yaml").exists()
 
 
+def test_under_slurm_a_worker_rank_leaves_the_csv_log_to_rank_0(monkeypatch, tmp_path):
+    from pytorch_lightning.loggers import CSVLogger
+    from pytorch_lightning.utilities.rank_zero import rank_zero_only
+
+    from langrepr.scale_out import SpawnedDDPTrainer
+
+    trainer = SpawnedDDPTrainer(accelerator="cpu", devices=1, logger=CSVLogger(tmp_path), enable_progress_bar=False,
+                                enable_checkpointing=False, enable_model_summary=False)
+    monkeypatch.setattr(rank_zero_only, "rank", 1)                 # what Lightning sets in a rank-1 process ...
+    monkeypatch.setattr(SpawnedDDPTrainer, "is_global_zero", property(lambda self: False))
+    trainer.restore_csv_columns()                                   # ... whose CSV logger has no file: nothing to do
+    assert not any(tmp_path.rglob("metrics.csv"))
+
+
 @pytest.mark.slow  # spawned workers re-import torch and Lightning: about a minute on 2 busy cores
 def test_ddp_spawn_as_configured_pickles_the_cell_and_keeps_its_records(compose_cfg, tmp_path):
     cfg = compose_cfg("dataset=synthetic", "model=bert_ewe", "debug=smoke", "trainer=ddp", "trainer.accelerator=cpu",

@@ -158,13 +158,22 @@ class SpawnedDDPTrainer(pl.Trainer):
         return int(reported) if reported is not None else super().current_epoch
 
     def test(self, *args: Any, **kwargs: Any) -> Any:
-        for logger in self.loggers:  # the parent's logger never saw the fit's columns: give them back
+        self.restore_csv_columns()
+        return super().test(*args, **kwargs)
+
+    def restore_csv_columns(self) -> None:
+        """The parent's logger never saw the fit's columns: give them back (rank 0 only, which owns the file).
+
+        Under SLURM every rank calls `test`; the loggers of ranks > 0 hold a dummy experiment without a file.
+        """
+        if not self.is_global_zero:
+            return
+        for logger in self.loggers:
             if isinstance(logger, CSVLogger) and Path(logger.experiment.metrics_file_path).exists():
                 writer = logger.experiment
                 with open(writer.metrics_file_path, newline="") as fh:
                     header = next(csv.reader(fh), [])
                 writer.metrics_keys = sorted(set(writer.metrics_keys) | set(header))
-        return super().test(*args, **kwargs)
 
 
 def ddp_trainer(effective_batch: Any = None, **trainer_kwargs: Any) -> SpawnedDDPTrainer:
