@@ -49,9 +49,8 @@ def test_leam_nsmc_target_runs_and_renders_at_smoke_size(tmp_path):
 @pytest.mark.slow   # ~20 s of CPU; the multi-label LEAM path itself is covered in-process by test_leam_data.py
 def test_leam_runs_as_a_reference_row_on_the_ewe_patent_tables(tmp_path):
     out = tmp_path / "outputs"
-    # `~model.net.pooling`: the EWE quick overlay sets the transformers' pooling for every model (see the report)
     run = run_cli("langrepr.train", "experiment=ewe_table3", "profile=quick", "model=leam_patents", "dataset=synthetic",
-                  "seed=1", "~model.net.pooling", "debug=leam_smoke", "hydra.mode=RUN", "run_id=leam_ewe_smoke",
+                  "seed=1", "debug=leam_smoke", "hydra.mode=RUN", "run_id=leam_ewe_smoke",
                   "dataset.datamodule.n_train=200", "dataset.datamodule.n_test=60", "dataset.datamodule.n_subclasses=8",
                   f"paths.output_root={out}", f"paths.cache_dir={tmp_path / 'cache'}", env={"OMP_NUM_THREADS": "1"},
                   timeout=600)
