@@ -7,6 +7,7 @@ returns flat metrics. Kinds:
 - ``cipher``: the noised (or plain) bit cipher ν alone (Tables 6-7, Table 1 "cipher");
 - ``sum`` / ``cat``: co-occurrence of ν within radius r (Tables 1-4), then ``log`` and post-processing;
 - ``word2vec``: gensim Word2Vec trained on the same tokenised text (Table 1 baseline);
+- ``glove``: GloVe's weighted least squares trained here on the same text (``langrepr.pipelines.glove``);
 - ``random``: Gaussian vectors of the same dimension for the same vocabulary (a reference row).
 
 The vocabulary is the corpus types ranked by frequency plus, as in the paper (GloVe-6B words ∪ evaluation
@@ -39,7 +40,7 @@ from langrepr.pipelines.postprocess import postprocess
 from langrepr.utils import write_json_atomic, write_text_atomic
 
 log = logging.getLogger("langrepr.pipelines")
-KINDS = ("cipher", "sum", "cat", "word2vec", "random")
+KINDS = ("cipher", "sum", "cat", "word2vec", "glove", "random")
 
 
 def probe_vocabulary(data_dir: str | Path | None, datasets: list[str]) -> list[str]:
@@ -89,7 +90,7 @@ def build_vectors(output_dir: str, kind: str, corpus: dict, data_dir: str | None
                   grow_bits: bool = False, radius: int = 4, cat_mode: str = "left_right", log: bool = True,
                   whiten: str = "zca", centre: bool = True, l2: bool = True, extra_vocab: list[str] | None = None,
                   dim: int = 200, seed: int = 1, workers: int = 2, group_shards: int | None = None,
-                  word2vec: dict | None = None) -> dict[str, float]:
+                  word2vec: dict | None = None, glove: dict | None = None) -> dict[str, float]:
     """Build one artefact into `output_dir` (see the module docstring); returns corpus size and timings."""
     if kind not in KINDS:
         raise UserError(f"unknown vectors kind '{kind}': choose one of {', '.join(KINDS)}")
@@ -117,6 +118,10 @@ def build_vectors(output_dir: str, kind: str, corpus: dict, data_dir: str | None
             matrix = log_transform(matrix, cipher.bits)
     elif kind == "word2vec":
         matrix = train_word2vec(corpus_documents(corpus_dir), words, dim, seed, workers=workers, **(word2vec or {}))
+    elif kind == "glove":
+        from langrepr.pipelines.glove import glove_vectors   # torch import only where GloVe is trained
+
+        matrix = glove_vectors(corpus_dir, words, dim, seed, **(glove or {}))
     else:
         matrix = np.random.default_rng(seed).standard_normal((len(words) + 1, dim))
     if whiten != "none" or centre or l2:
