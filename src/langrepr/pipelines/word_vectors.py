@@ -119,7 +119,7 @@ def build_vectors(output_dir: str, kind: str, corpus: dict, data_dir: str | None
     elif kind == "word2vec":
         matrix = train_word2vec(corpus_documents(corpus_dir), words, dim, seed, workers=workers, **(word2vec or {}))
     elif kind == "glove":
-        from langrepr.pipelines.glove import glove_vectors   # torch import only where GloVe is trained
+        from langrepr.pipelines.glove import glove_vectors  # torch import only where GloVe is trained
 
         matrix = glove_vectors(corpus_dir, words, dim, seed, **(glove or {}))
     else:
