@@ -18,7 +18,7 @@ import yaml
 
 from conftest import ROOT, run_cli
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[2] / "conf"
 
 TOPICS = ["ball team match goal score", "market stock bank profit trade", "vote law minister election war",
           "chip software phone data code"]

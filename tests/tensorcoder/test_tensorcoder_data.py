@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from langrepr.data.english.text_lm import MASK_ID, PAD_ID, TextLMDataModule, build_vocab, line_tokens, to_blocks
+from langrepr.data.english.text_lm import (
+    MASK_ID,
+    PAD_ID,
+    TextLMDataModule,
+    build_vocab,
+    line_tokens,
+    to_blocks,
+)
 from langrepr.data.english.translation import (
     BOS_ID,
     EOS_ID,
@@ -26,7 +33,7 @@ PTB_FILES = {"train": "ptb.train.txt", "validation": "ptb.valid.txt", "test": "p
 
 def real_data_root() -> Path | None:
     env = os.environ.get("LANGREPR_DATA_DIR")
-    for candidate in ([Path(env)] if env else []) + [Path(__file__).resolve().parents[2] / "shared" / "data"]:
+    for candidate in ([Path(env)] if env else []) + [Path(__file__).resolve().parents[3] / "shared" / "data"]:
         if candidate.is_dir():
             return candidate
     return None

@@ -10,7 +10,7 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
-from tests.test_uspto_datamodule import FakeTokenizer
+from test_uspto_datamodule import FakeTokenizer
 
 from langrepr.data.patents.references import multilabel_scores
 from langrepr.data.patents.synthetic import generate

@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from langrepr.data.patents import export as uspto_export
+from langrepr.data.patents.export import ExportConfig, build_query, export, main
 from langrepr.data.patents.files import read_manifest, sha256_file
 from langrepr.data.patents.labels import document_labels
-from langrepr.data.patents.export import ExportConfig, build_query, export, main
 from langrepr.errors import UserError
 
 

@@ -11,11 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from conftest import run_cli
 from test_bit_cipher_pipeline import write_tiny_data_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
 TABLES = sorted(p.stem for p in (CONF / "experiment").glob("bitcipher_table*.yaml"))
 TINY = ["++hydra.sweeper.params.seed=1", "pipeline.probe.epochs=2", "pipeline.probe.hidden=16",

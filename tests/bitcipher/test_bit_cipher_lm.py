@@ -22,7 +22,7 @@ from langrepr.pipelines.cipher_embedding import cached_cipher_embedding, cipher_
 from langrepr.pipelines.cooccurrence import left_counts, shard_counts
 from langrepr.tasks.causal_lm import CausalLMTask, causal_unigram_ppl, next_token_targets
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WORDS = "the cat sat on a mat the dog ran in the park a big red cat saw the dog".split()
 
 
