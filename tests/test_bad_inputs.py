@@ -131,6 +131,7 @@ CONFIG = [
     Case("every-n-steps", ["callbacks.last_checkpoint.every_n_train_steps=0"], ["every_n_train_steps=0", ">= 1"]),
     Case("unparseable", ["seed=[1"], ["cannot parse the command line"]),
     Case("experiment-dataset", ["-m", "experiment=ewe_table3", "dataset=ptb"], ["ewe_table3", "not ptb"]),
+    Case("experiment-dataset-first", ["-m", "experiment=leam_table2", "profile=quick", "dataset=ptb"], ["leam_table2", "ag_news", "not ptb"]),
     Case("output-root-is-file", ["paths.output_root={tmp}/afile/out"], ["afile", "writable folder"],
          setup=a_file_as_output_root),
     Case("unresolvable", ["dataset=ptb", "paths.data_dir=${{oc.env:LANGREPR_NO_SUCH_VAR}}"],

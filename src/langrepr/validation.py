@@ -210,9 +210,9 @@ def check_supported_dataset(cfg: DictConfig, choices: dict[str, str]) -> None:
 
 def validate_config(cfg: DictConfig, choices: dict[str, str] | None = None) -> None:
     """Every check above; raises UserError with one line at the first problem."""
+    check_supported_dataset(cfg, choices or {})   # first: a wrong data set explains the unknown keys it brings
     check_keys(cfg)
     check_values(cfg)
-    check_supported_dataset(cfg, choices or {})
 
 
 # ---------------------------------------------------------------- the command line, before Hydra runs
