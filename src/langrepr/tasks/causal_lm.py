@@ -29,6 +29,7 @@ from torchmetrics import MeanMetric, MinMetric
 
 from langrepr.errors import UserError
 from langrepr.pipelines.cipher_embedding import cached_cipher_embedding
+from langrepr.tasks.masked_lm import log_test_nll
 from langrepr.tasks.optim import configure
 
 
@@ -136,10 +137,7 @@ class CausalLMTask(pl.LightningModule):
             self.test_nll[dataloader_idx].update(loss, weight=n)
 
     def on_test_epoch_end(self) -> None:
-        for name, metric in zip(self.test_split_names, self.test_nll):
-            nll = metric.compute()
-            metric.reset()
-            self.log_dict({f"test/{name}/nll": nll, f"test/{name}/ppl": nll.exp()}, add_dataloader_idx=False)
+        log_test_nll(self)
 
     def configure_optimizers(self) -> dict:
         return configure(self, self.optimizer_factory, self.scheduler_factory,

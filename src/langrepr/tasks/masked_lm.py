@@ -23,6 +23,14 @@ IGNORE_INDEX = -100
 EVAL_MASK_SEED = 1234  # default seed of the fixed validation/test masks
 
 
+def log_test_nll(task: pl.LightningModule) -> None:
+    """Log and reset each test split's token-weighted NLL and its perplexity (masked and causal LM tasks)."""
+    for name, metric in zip(task.test_split_names, task.test_nll):
+        nll = metric.compute()
+        metric.reset()
+        task.log_dict({f"test/{name}/nll": nll, f"test/{name}/ppl": nll.exp()}, add_dataloader_idx=False)
+
+
 def mask_tokens(
     input_ids: Tensor,
     attention_mask: Tensor,
@@ -130,10 +138,7 @@ class MaskedLMTask(pl.LightningModule):
         self.test_nll[dataloader_idx].update(loss, weight=n)
 
     def on_test_epoch_end(self) -> None:
-        for name, metric in zip(self.test_split_names, self.test_nll):
-            nll = metric.compute()
-            metric.reset()
-            self.log_dict({f"test/{name}/nll": nll, f"test/{name}/ppl": nll.exp()}, add_dataloader_idx=False)
+        log_test_nll(self)
 
     def configure_optimizers(self) -> dict:
         return configure(self, self.optimizer_factory, self.scheduler_factory,
