@@ -142,6 +142,26 @@ def noised_vectors(plain: np.ndarray, betas: np.ndarray, sigma: np.ndarray) -> n
 
 # ---------------------------------------------------------------- the cipher as one object
 
+@dataclass(frozen=True)
+class CipherParts:
+    """The cipher row by row as ν_t = a_t · η_t / ‖η_t‖₁ + c_t · σ (word: a = β, c = 1 − β; OOV σ: a = 0, c = 1).
+
+    Why: η_t has k_t ≪ b bits set, so a product counts @ ν is a sparse product plus a rank-one term
+    (`langrepr.pipelines.cooccurrence.FactoredTable`), O(k) instead of O(b) work per counted pair.
+    """
+
+    codes: np.ndarray          # (V + 1, b) uint8 η_t; the row is all zero where a_t = 0
+    code_weight: np.ndarray    # (V + 1,) a_t
+    noise_weight: np.ndarray   # (V + 1,) c_t
+    sigma: np.ndarray          # (b,)
+
+    def dense(self) -> np.ndarray:
+        """The (V + 1) × b matrix the parts stand for (equal to `BitCipher.vectors` to float rounding)."""
+        k = self.codes.sum(axis=1, dtype=np.float64)
+        scale = np.divide(self.code_weight, k, out=np.zeros_like(k), where=k > 0)
+        return self.codes * scale[:, None] + np.outer(self.noise_weight, self.sigma)
+
+
 @dataclass
 class BitCipher:
     """A ranked vocabulary and its (noised) cipher vectors; row `len(words)` is the OOV vector."""
@@ -149,6 +169,7 @@ class BitCipher:
     words: list[str]
     vectors: np.ndarray                    # (V + 1, b): V ranked words, then OOV
     bits: int
+    parts: CipherParts | None = field(default=None, repr=False)   # the same rows, factored (see CipherParts)
     index: dict[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -185,8 +206,14 @@ def build_cipher(counts: dict[str, int], bits: int, beta_kind: str = "df_over_f"
     sigma = noise_distribution(plain[:len(words)], freq)
     if noise:
         docs = None if doc_counts is None else np.array([doc_counts.get(w, 0) for w in words], dtype=np.float64)
-        vectors = noised_vectors(plain[:len(words)], beta(beta_kind, freq, docs, n_docs), sigma)
+        betas = beta(beta_kind, freq, docs, n_docs)
+        vectors = noised_vectors(plain[:len(words)], betas, sigma)
     else:
+        betas = np.ones(len(words))
         vectors = plain[:len(words)]
     oov_vec = {"sigma": sigma, "zero": np.zeros(bits), "next_code": plain[-1]}[oov]
-    return BitCipher(words=words, vectors=np.vstack([vectors, oov_vec[None, :]]), bits=bits)
+    oov_code = codes[-1] if oov == "next_code" else np.zeros(bits, dtype=codes.dtype)
+    oov_a, oov_c = {"sigma": (0.0, 1.0), "zero": (0.0, 0.0), "next_code": (1.0, 0.0)}[oov]
+    parts = CipherParts(codes=np.vstack([codes[:len(words)], oov_code[None, :]]), code_weight=np.r_[betas, oov_a],
+                        noise_weight=np.r_[1.0 - betas, oov_c], sigma=sigma)
+    return BitCipher(words=words, vectors=np.vstack([vectors, oov_vec[None, :]]), bits=bits, parts=parts)

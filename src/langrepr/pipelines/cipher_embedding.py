@@ -30,7 +30,7 @@ import numpy as np
 
 from langrepr.errors import UserError
 from langrepr.models.bit_cipher import build_cipher
-from langrepr.pipelines.cooccurrence import log_transform, shard_cooccurrence
+from langrepr.pipelines.cooccurrence import context_table, log_transform, shard_cooccurrence
 from langrepr.pipelines.postprocess import postprocess
 
 
@@ -70,7 +70,7 @@ def cipher_embedding(stream: np.ndarray, vocab_size: int, bits: int, radius: int
     row_of_id = np.array([cipher.index[str(i)] for i in range(vocab_size)], dtype=np.int64)
     if radius:
         matrix = np.zeros((len(cipher.vectors), cipher.bits))
-        shard_cooccurrence(matrix, row_of_id[stream], offsets, cipher.vectors, int(radius), "sum")
+        shard_cooccurrence(matrix, row_of_id[stream], offsets, context_table(cipher), int(radius), "sum")
         if log:
             matrix = log_transform(matrix, cipher.bits)
     else:

@@ -8,16 +8,22 @@ radius r (same document, i excluded) are aggregated and added to w's row:
     Cat, per_offset:     M[w] += [ν(x_{i−r}) ; … ; ν(x_{i−1}) ; ν(x_{i+1}) ; … ; ν(x_{i+r})]   (2r·b dims)
 
 Vectorised: a shard's left-context pair counts L (r integer keys per token: pairs of the 1024 most frequent
-words by one bincount into a dense block, the rest by one sort; a CSR matrix) give M = L ν + Lᵀ ν (the right
-context is the transpose), so the per-token work is O(r) integer operations and the b-dimensional work is per
-distinct pair; no Python loop per token. What bounds it (scripts/bench_bit_cipher.py): the sort of the
-infrequent pairs' keys (~0.6 CPU-s per 1M tokens at r = 8) and the sparse product, whose random row reads of ν
-are memory-bound once (V+1) × b no longer fits in cache. Counts are summed (sparse) over a group's
-shards and multiplied by ν once per group, or whenever they pass ``flush_nnz`` stored pairs. Shards are
-processed by a process pool in groups (``group_shards`` shards per partial matrix, default one contiguous
-block per worker; partials written atomically to ``partials/``) and summed; a crashed run resumes from its
-finished partials (smaller groups = finer resume, more partial files). Memory per process: one (V+1) × D float64 accumulator, the pending counts
-(≤ ``flush_nnz`` pairs) and O(r × shard tokens) integer keys.
+words by one bincount into a dense block, the rest by one sort; a CSR matrix) give M = L ν + Lᵀ ν = (L + Lᵀ) ν
+for Sum (the right context is the transpose), so the per-token work is O(r) integer operations and the
+vector work is per distinct pair; no Python loop per token. The cipher is passed factored
+(`FactoredTable`: ν_t = β_t η_t/‖η_t‖₁ + (1 − β_t) σ, k_t ≪ b bits set), so the product is a sparse × sparse
+product (O(k) per distinct pair) plus one rank-one term per row, instead of b-wide random reads of a dense
+(V+1) × b table (memory-bound once it outgrew the cache; bench at V = 200k, b = 128: 0.58M → 1.11M tokens per
+CPU-second for Sum, 0.44M → 0.86M for Cat); a dense table is still accepted (the generic path). What bounds it now (scripts/bench_bit_cipher.py, one core, 1M
+tokens, r = 8): counting the pairs (~0.5 CPU-s, half of it the sort of the infrequent pairs' int64 keys), the
+dictionary look-up of each shard's word list (~0.1 s at V = 200k) and, per process, the first touch of the dense
+(V+1) × D result. Counts are summed (sparse) over a group's shards and multiplied once per group, or whenever
+they pass ``flush_nnz`` stored pairs. Shards are processed by a process pool in groups (``group_shards`` shards
+per partial, default one contiguous block per worker; partials written atomically to ``partials/``: the factored
+rows as .npz, dense rows as .npy) and summed; a crashed run resumes from its finished partials (smaller groups =
+finer resume, more partial files). Memory per process: the factored rows (≤ (V+1) × D stored entries; a dense
+(V+1) × D float64 accumulator for a dense table), the pending counts (≤ ``flush_nnz`` pairs) and O(r × shard
+tokens) integer keys; the driver holds the one dense result.
 
 Then ``log=True`` (the paper's setting) applies the predecessor code's transform: each b-block of a row is
 normalised to sum 1 and replaced by −log10 of it (zeros floored at half the smallest positive entry; rows never
@@ -31,12 +37,14 @@ import logging
 import multiprocessing as mp
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
 from langrepr.errors import UserError
+from langrepr.models.bit_cipher import BitCipher, CipherParts
 from langrepr.pipelines.corpus_shards import corpus_shards, load_shard
 
 log = logging.getLogger("langrepr.pipelines")
@@ -140,26 +148,123 @@ def shard_counts(ids: np.ndarray, doc_offsets: np.ndarray, n_rows: int, radius: 
     return total if total is not None else [sp.csr_matrix((n_rows, n_rows)) for _ in offset_sets]
 
 
-def apply_counts(out: np.ndarray, counts: list[sp.csr_matrix], table: np.ndarray, radius: int, mode: str,
-                 cat_mode: str = "left_right") -> None:
-    """Add the context rows the counts imply to `out`: L ν (left) and Lᵀ ν (right), laid out by mode."""
+@dataclass(frozen=True)
+class FactoredTable:
+    """A context table kept as a sparse part plus a rank-one part: row t = sparse[t] + weight[t] · shared.
+
+    The noised cipher is one (ν_t = β_t η_t/‖η_t‖₁ + (1 − β_t) σ, `langrepr.models.bit_cipher.CipherParts`): with
+    k_t ≪ b bits set, counts @ table costs O(nnz · k) + O(V · b) instead of O(nnz · b) random reads of b-wide
+    rows, the cost that bounded the dense product once (V+1) × b outgrew the cache.
+    """
+
+    sparse: sp.csr_matrix    # (V+1) × b
+    weight: np.ndarray       # (V+1,)
+    shared: np.ndarray       # (b,)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.sparse.shape
+
+    def toarray(self) -> np.ndarray:
+        return self.sparse.toarray() + np.outer(self.weight, self.shared)
+
+    @classmethod
+    def from_parts(cls, parts: CipherParts) -> FactoredTable:
+        rows, cols = np.nonzero(parts.codes)
+        k = np.bincount(rows, minlength=len(parts.codes)).astype(np.float64)
+        scale = np.divide(parts.code_weight, k, out=np.zeros_like(k), where=k > 0)
+        keep = scale[rows] != 0                          # words with β = 0 are σ alone: no stored zeros
+        sparse = sp.csr_matrix((scale[rows[keep]], (rows[keep], cols[keep])), shape=parts.codes.shape)
+        return cls(sparse, np.asarray(parts.noise_weight, dtype=np.float64), np.asarray(parts.sigma, np.float64))
+
+
+def context_table(cipher: BitCipher) -> np.ndarray | FactoredTable:
+    """What the co-occurrence multiplies: the factored cipher where the cipher carries its parts, else its rows."""
+    return FactoredTable.from_parts(cipher.parts) if cipher.parts is not None else cipher.vectors
+
+
+def add_rank_one(out: np.ndarray, coef: np.ndarray, shared: np.ndarray, rows_per_step: int = 4096) -> None:
+    """Add coef ⊗ shared to `out`, a few thousand rows at a time (the temporary stays in cache)."""
+    for start in range(0, len(coef), rows_per_step):
+        out[start:start + rows_per_step] += coef[start:start + rows_per_step, None] * shared[None, :]
+
+
+def add_sparse(out: np.ndarray, matrix: sp.csr_matrix) -> None:
+    """Add a CSR matrix into a dense array (np.add.at: exact with duplicate entries, no dense temporary)."""
+    rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+    np.add.at(out, (rows, matrix.indices), matrix.data)
+
+
+class FactoredRows:
+    """Co-occurrence rows against a FactoredTable, kept factored: a sparse part plus rank-one coefficients.
+
+    A worker holds these (nnz ≤ (V+1) × D, usually far fewer) instead of a dense (V+1) × D accumulator, and its
+    partial file holds them too; the driver densifies once (`add_to`).
+    """
+
+    def __init__(self, table: FactoredTable, width: int) -> None:
+        self.table = table
+        self.sparse = sp.csr_matrix((table.shape[0], width))
+        self.noise_coef = np.zeros((table.shape[0], width // table.shape[1]))   # one column per b-block
+
+    def add(self, block: int, counts: sp.csr_matrix) -> None:
+        b = self.table.shape[1]
+        part = (counts @ self.table.sparse).tocsr()
+        self.sparse = self.sparse + sp.csr_matrix((part.data, part.indices + block * b, part.indptr),
+                                                  shape=self.sparse.shape)
+        self.noise_coef[:, block] += counts @ self.table.weight
+
+    def save(self, path: str) -> None:
+        np.savez(path, data=self.sparse.data, indices=self.sparse.indices, indptr=self.sparse.indptr,
+                 noise_coef=self.noise_coef)
+
+    @staticmethod
+    def add_to(out: np.ndarray, path: str | Path, table: FactoredTable) -> None:
+        """Add a saved partial (see `save`) into the dense (V+1) × D `out`."""
+        with np.load(path) as z:
+            add_sparse(out, sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=out.shape))
+            coef = z["noise_coef"]
+        b = table.shape[1]
+        for block in range(coef.shape[1]):
+            add_rank_one(out[:, block * b:(block + 1) * b], coef[:, block], table.shared)
+
+
+def add_product(out: np.ndarray, counts: sp.csr_matrix, table: np.ndarray | FactoredTable) -> None:
+    """Add counts @ table to `out` (which may be a column block of the accumulator)."""
+    if not isinstance(table, FactoredTable):
+        out += counts @ table
+        return
+    add_sparse(out, (counts @ table.sparse).tocsr())
+    add_rank_one(out, counts @ table.weight, table.shared)
+
+
+def apply_counts(out: np.ndarray | FactoredRows, counts: list[sp.csr_matrix], table: np.ndarray | FactoredTable,
+                 radius: int, mode: str, cat_mode: str = "left_right") -> None:
+    """Add the context rows the counts imply to `out`: L ν (left) and Lᵀ ν (right), laid out by mode.
+
+    Sum adds both halves with one product, (L + Lᵀ) ν: the count matrices are summed exactly (integer counts).
+    """
     b = table.shape[1]
+
+    def add(block: int, matrix: sp.csr_matrix) -> None:
+        if isinstance(out, FactoredRows):
+            out.add(block, matrix)
+        else:
+            add_product(out[:, block * b:(block + 1) * b], matrix, table)
+
     if mode == "cat" and cat_mode == "per_offset":
         for k, left in enumerate(counts):                        # blocks: −r … −1, +1 … +r
-            out[:, (radius - 1 - k) * b:(radius - k) * b] += left @ table
-            out[:, (radius + k) * b:(radius + k + 1) * b] += left.T @ table
-        return
-    left = counts[0]
-    if mode == "sum":
-        out += left @ table
-        out += left.T @ table
+            add(radius - 1 - k, left)
+            add(radius + k, left.T.tocsr())
+    elif mode == "sum":
+        add(0, (counts[0] + counts[0].T).tocsr())
     else:
-        out[:, :b] += left @ table
-        out[:, b:] += left.T @ table
+        add(0, counts[0])
+        add(1, counts[0].T.tocsr())
 
 
-def shard_cooccurrence(out: np.ndarray, ids: np.ndarray, doc_offsets: np.ndarray, table: np.ndarray, radius: int,
-                       mode: str, cat_mode: str = "left_right") -> None:
+def shard_cooccurrence(out: np.ndarray, ids: np.ndarray, doc_offsets: np.ndarray, table: np.ndarray | FactoredTable,
+                       radius: int, mode: str, cat_mode: str = "left_right") -> None:
     """Add one shard's co-occurrence rows (Σ of context cipher vectors per target word) into `out`."""
     apply_counts(out, shard_counts(ids, doc_offsets, table.shape[0], radius, mode, cat_mode), table, radius, mode,
                  cat_mode)
@@ -170,15 +275,21 @@ def shard_cooccurrence(out: np.ndarray, ids: np.ndarray, doc_offsets: np.ndarray
 _STATE: dict = {}
 
 
-def _init_worker(table: np.ndarray, index: dict[str, int], options: dict) -> None:
+def _init_worker(table: np.ndarray | FactoredTable, index: dict[str, int], options: dict) -> None:
     _STATE.update(table=table, index=index, options=options)
+
+
+def partial_path(partial_dir: str | Path, group: int, table: np.ndarray | FactoredTable) -> Path:
+    """A group's partial: dense rows (.npy) or factored rows (.npz, `FactoredRows.save`)."""
+    return Path(partial_dir) / f"group-{group:05d}.{'npz' if isinstance(table, FactoredTable) else 'npy'}"
 
 
 def _group_partial(job: tuple[int, list[str], str]) -> str:
     group, paths, partial_dir = job
     table, index, opts = _STATE["table"], _STATE["index"], _STATE["options"]
     oov = table.shape[0] - 1
-    out = np.zeros((table.shape[0], opts["width"]))
+    factored = isinstance(table, FactoredTable)
+    out = FactoredRows(table, opts["width"]) if factored else np.zeros((table.shape[0], opts["width"]))
     pending: list[sp.csr_matrix] | None = None      # counts summed over shards, applied to ν in one product
     for path in paths:
         shard = load_shard(Path(path))
@@ -194,17 +305,20 @@ def _group_partial(job: tuple[int, list[str], str]) -> str:
             pending = None
     if pending is not None:
         apply_counts(out, pending, table, opts["radius"], opts["mode"], opts["cat_mode"])
-    target = Path(partial_dir) / f"group-{group:05d}.npy"
-    fd, tmp = tempfile.mkstemp(dir=partial_dir, prefix=".partial.", suffix=".npy")
+    target = partial_path(partial_dir, group, table)
+    fd, tmp = tempfile.mkstemp(dir=partial_dir, prefix=".partial.", suffix=target.suffix)
     os.close(fd)
-    np.save(tmp, out)
+    if factored:
+        out.save(tmp)
+    else:
+        np.save(tmp, out)
     os.replace(tmp, target)
     return str(target)
 
 
-def cooccurrence_matrix(corpus_dir: str | Path, table: np.ndarray, index: dict[str, int], work_dir: str | Path,
-                        mode: str = "sum", radius: int = 4, cat_mode: str = "left_right", workers: int = 2,
-                        group_shards: int | None = None, flush_nnz: int = 50_000_000) -> np.ndarray:
+def cooccurrence_matrix(corpus_dir: str | Path, table: np.ndarray | FactoredTable, index: dict[str, int],
+                        work_dir: str | Path, mode: str = "sum", radius: int = 4, cat_mode: str = "left_right",
+                        workers: int = 2, group_shards: int | None = None, flush_nnz: int = 50_000_000) -> np.ndarray:
     """Σ over all shards of the co-occurrence rows: (V+1) × D, last row = OOV targets. Partials are resumable."""
     check_options(mode, radius, cat_mode)
     shards = [str(p) for p in corpus_shards(corpus_dir)]
@@ -216,7 +330,7 @@ def cooccurrence_matrix(corpus_dir: str | Path, table: np.ndarray, index: dict[s
         group_shards = -(-len(shards) // max(1, workers))
     groups = [shards[i:i + group_shards] for i in range(0, len(shards), max(1, group_shards))]
     jobs = [(g, paths, str(partial_dir)) for g, paths in enumerate(groups)
-            if not (partial_dir / f"group-{g:05d}.npy").exists()]
+            if not partial_path(partial_dir, g, table).exists()]
     options = {"radius": int(radius), "mode": mode, "cat_mode": cat_mode, "flush_nnz": int(flush_nnz),
                "width": output_width(table.shape[1], mode, int(radius), cat_mode)}
     if workers > 1 and len(jobs) > 1:
@@ -229,7 +343,10 @@ def cooccurrence_matrix(corpus_dir: str | Path, table: np.ndarray, index: dict[s
             _group_partial(job)
     total = np.zeros((table.shape[0], options["width"]))
     for g in range(len(groups)):
-        total += np.load(partial_dir / f"group-{g:05d}.npy")
+        if isinstance(table, FactoredTable):
+            FactoredRows.add_to(total, partial_path(partial_dir, g, table), table)
+        else:
+            total += np.load(partial_path(partial_dir, g, table))
     return total
 
 

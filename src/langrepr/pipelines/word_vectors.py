@@ -28,7 +28,7 @@ import numpy as np
 
 from langrepr.errors import UserError
 from langrepr.models.bit_cipher import build_cipher
-from langrepr.pipelines.cooccurrence import cooccurrence_matrix, log_transform
+from langrepr.pipelines.cooccurrence import context_table, cooccurrence_matrix, log_transform
 from langrepr.pipelines.corpus_shards import (
     corpus_shards,
     load_shard,
@@ -111,7 +111,7 @@ def build_vectors(output_dir: str, kind: str, corpus: dict, data_dir: str | None
         matrix = cipher.vectors
     elif kind in ("sum", "cat"):
         t0 = time.time()
-        matrix = cooccurrence_matrix(corpus_dir, cipher.vectors, cipher.index, out / "work", mode=kind,
+        matrix = cooccurrence_matrix(corpus_dir, context_table(cipher), cipher.index, out / "work", mode=kind,
                                      radius=radius, cat_mode=cat_mode, workers=workers, group_shards=group_shards)
         cooc_seconds = time.time() - t0
         if log:
