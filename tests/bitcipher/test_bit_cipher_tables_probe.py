@@ -44,3 +44,20 @@ def test_mlp_probe_reaches_the_majority_row_on_seen_words():
     majority = majority_probe("pos", splits)
     assert majority["test_seen_acc"] == 100.0                    # tags are a function of the word
     assert probe["test_seen_acc"] >= 97.0, probe                 # the probe memorises rare words too
+
+
+def test_dropout_placement_switch():
+    from torch import nn
+
+    from langrepr.errors import UserError
+    from langrepr.pipelines.probing import ProbeMLP
+
+    def layers(at):
+        return [type(m).__name__ for m in ProbeMLP(8, 4, 3, dropout_at=at).net]
+
+    assert layers("hidden") == ["Linear", "LeakyReLU", "Dropout", "Linear", "LogSoftmax"]   # the default
+    assert layers("input") == ["Dropout", "Linear", "LeakyReLU", "Linear", "LogSoftmax"]
+    assert layers("both").count("Dropout") == 2
+    assert isinstance(ProbeMLP(8, 4, 3, dropout=0.3).net[2], nn.Dropout) and ProbeMLP(8, 4, 3, dropout=0.3).net[2].p == 0.3
+    with pytest.raises(UserError, match="dropout_at"):
+        ProbeMLP(8, 4, 3, dropout_at="output")

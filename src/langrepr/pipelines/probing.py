@@ -54,12 +54,24 @@ def task_splits(task: str, data_dir: str | Path | None) -> dict[str, Sentences]:
     raise UserError(f"unknown probing task '{task}': choose one of {', '.join(TASKS)}")
 
 
-class ProbeMLP(nn.Module):
-    """The paper's probe: 2 linear layers, LeakyReLU, dropout 0.5, LogSoftmax output."""
+DROPOUT_AT = ("hidden", "input", "both")
 
-    def __init__(self, dim: int, hidden: int, num_labels: int, dropout: float = 0.5, negative_slope: float = 0.01):
+
+class ProbeMLP(nn.Module):
+    """The paper's probe: 2 linear layers, LeakyReLU, dropout 0.5, LogSoftmax output.
+
+    [inferred, configurable] `dropout_at`: the paper gives the rate, not the place. ``hidden`` (default: after
+    the LeakyReLU, as in Hewitt & Liang's MLP probes), ``input`` (on the word vector) or ``both``.
+    """
+
+    def __init__(self, dim: int, hidden: int, num_labels: int, dropout: float = 0.5, negative_slope: float = 0.01,
+                 dropout_at: str = "hidden"):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(dim, hidden), nn.LeakyReLU(negative_slope), nn.Dropout(dropout),
+        if dropout_at not in DROPOUT_AT:
+            raise UserError(f"unknown probe dropout_at '{dropout_at}': choose one of {', '.join(DROPOUT_AT)}")
+        on_input, on_hidden = dropout_at in ("input", "both"), dropout_at in ("hidden", "both")
+        self.net = nn.Sequential(*([nn.Dropout(dropout)] if on_input else []), nn.Linear(dim, hidden),
+                                 nn.LeakyReLU(negative_slope), *([nn.Dropout(dropout)] if on_hidden else []),
                                  nn.Linear(hidden, num_labels), nn.LogSoftmax(dim=-1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -114,7 +126,7 @@ def majority_probe(task: str, splits: dict[str, Sentences]) -> dict[str, float]:
 
 def mlp_probe(task: str, splits: dict[str, Sentences], words: list[str], vectors: np.ndarray, seed: int,
               hidden: int = 256, dropout: float = 0.5, epochs: int = 10, lr: float = 1e-3, batch_size: int = 256,
-              negative_slope: float = 0.01, weight_decay: float = 0.0) -> dict[str, float]:
+              negative_slope: float = 0.01, weight_decay: float = 0.0, dropout_at: str = "hidden") -> dict[str, float]:
     """Train the MLP on train tokens, keep the best-dev epoch, score dev and test."""
     index = {w: i for i, w in enumerate(words)}
     oov = len(words)
@@ -131,7 +143,7 @@ def mlp_probe(task: str, splits: dict[str, Sentences], words: list[str], vectors
     train_words = {w.lower() for tokens, _ in splits["train"] for w in tokens}
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
-    model = ProbeMLP(table.shape[1], hidden, len(labels), dropout, negative_slope)
+    model = ProbeMLP(table.shape[1], hidden, len(labels), dropout, negative_slope, dropout_at)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     loss_fn = nn.NLLLoss()
 
