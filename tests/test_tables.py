@@ -157,3 +157,13 @@ def test_ratio_claims_over_zero_are_not_judged_and_single_seed_ratios_say_so():
     assert [c["holds"] for c in zero["claims"]] == [None, None]
     one = build(spec, [fake_run("a", 1, 0.5, 1), fake_run("b", 1, 0.2, 1)], "quick")
     assert [(c["holds"], c["noise_unknown"]) for c in one["claims"]] == [(True, True), (True, False)]
+
+
+def test_run_dirs_in_a_table_never_name_the_machine(tmp_path):
+    outputs = tmp_path / "outputs"
+    write_cell(outputs, "model=bert_ewe,seed=1", {"status": "finished", "seed": 1, "commit": "abc",
+                                                   "choices": {"model": "bert_ewe"}, "metrics": {"test/2015A/f1": 0.5}})
+    result = render("ewe_table3", "quick", outputs.resolve())
+    runs = result["rows"][0]["cells"]["2015A F1"]["runs"]
+    assert runs == ["outputs/quick/ewe_table3/model=bert_ewe,seed=1"]
+    assert str(tmp_path) not in (outputs / "tables" / "ewe_table3.quick.json").read_text()

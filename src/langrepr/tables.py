@@ -301,6 +301,17 @@ def existing_table(path: Path) -> dict:
         return {}
 
 
+def portable_dir(run_dir: str, outputs: Path) -> str:
+    """A run dir as a committed table names it: `outputs/quick/...`, relative to the outputs folder's parent.
+
+    A render given an absolute `--outputs` must not write the machine's paths into a tracked JSON.
+    """
+    path, root = Path(run_dir), outputs.resolve()
+    if path.is_absolute() and path.is_relative_to(root):
+        return str(Path(outputs.name) / path.relative_to(root))
+    return run_dir
+
+
 def render(table: str, profile: str = "full", outputs: str | Path = "outputs", force: bool = False) -> dict:
     """Render `table` for `profile` into outputs/tables/ and return its JSON object.
 
@@ -314,7 +325,8 @@ def render(table: str, profile: str = "full", outputs: str | Path = "outputs", f
     outputs = Path(outputs)
     # rows may read another table's cells (`run_id:`), e.g. reference rows computed once on a shared split
     run_ids = {cfg.run_id} | {row["run_id"] for row in spec["rows"] if row.get("run_id")}
-    runs = [dict(r, run_id=rid) for rid in sorted(run_ids) for r in load_runs(outputs / cfg.profile_name / rid)]
+    runs = [dict(r, run_id=rid, dir=portable_dir(r["dir"], outputs))
+            for rid in sorted(run_ids) for r in load_runs(outputs / cfg.profile_name / rid)]
     for row in spec["rows"]:
         row.setdefault("run_id", cfg.run_id)
     result = build(spec, runs, cfg.profile_name)
