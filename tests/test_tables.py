@@ -167,3 +167,16 @@ def test_run_dirs_in_a_table_never_name_the_machine(tmp_path):
     runs = result["rows"][0]["cells"]["2015A F1"]["runs"]
     assert runs == ["outputs/quick/ewe_table3/model=bert_ewe,seed=1"]
     assert str(tmp_path) not in (outputs / "tables" / "ewe_table3.quick.json").read_text()
+
+
+def test_a_row_can_take_one_column_from_another_tables_cells():
+    spec = {"name": "toy", "title": "t", "columns": [{"name": "Count", "metric": "count"},
+                                                      {"name": "EM", "metric": "em"}],
+            "rows": [{"key": "A", "run_id": "stats", "match": {"model": "a"},
+                      "sources": {"EM": {"run_id": "finetune", "match": {"model": "qa"}}}}]}
+    runs = [dict(fake_run("a", 1, 0.0, 0), run_id="stats", metrics={"count": 7.0, "em": 99.0}),
+            dict(fake_run("qa", 1, 0.0, 0), run_id="finetune", metrics={"count": 1.0, "em": 40.0}),
+            dict(fake_run("qa", 2, 0.0, 0), run_id="finetune", metrics={"em": 50.0})]
+    cells = build(spec, runs, "quick")["rows"][0]["cells"]
+    assert cells["Count"]["ours"] == 7.0 and cells["Count"]["n"] == 1
+    assert cells["EM"]["ours"] == 45.0 and cells["EM"]["seeds"] == [1, 2]

@@ -111,8 +111,11 @@ def build(spec: dict, runs: list[dict], profile: str) -> dict:
     for row in spec["rows"]:
         cells = {}
         for column in spec["columns"]:
-            cell_runs = [r for r in runs if matches(r, row.get("match")) and matches(r, column.get("match"))
-                         and r.get("run_id", row.get("run_id")) == row.get("run_id", r.get("run_id"))]
+            # `sources: {<column>: {run_id, match}}`: this row's cell in that column comes from other cells
+            source = row.get("sources", {}).get(column["name"], {})
+            run_id, row_match = source.get("run_id", row.get("run_id")), source.get("match", row.get("match"))
+            cell_runs = [r for r in runs if matches(r, row_match) and matches(r, column.get("match"))
+                         and r.get("run_id", run_id) == (run_id if run_id is not None else r.get("run_id"))]
             by_seed: dict[int, dict] = {}
             for r in sorted(cell_runs, key=lambda r: r["mtime"]):
                 if r.get("seed") in by_seed:
@@ -324,16 +327,21 @@ def render(table: str, profile: str = "full", outputs: str | Path = "outputs", f
     spec.setdefault("name", table)
     outputs = Path(outputs)
     # rows may read another table's cells (`run_id:`), e.g. reference rows computed once on a shared split
-    run_ids = {cfg.run_id} | {row["run_id"] for row in spec["rows"] if row.get("run_id")}
+    run_ids = ({cfg.run_id} | {row["run_id"] for row in spec["rows"] if row.get("run_id")}
+               | {src["run_id"] for row in spec["rows"] for src in row.get("sources", {}).values() if src.get("run_id")})
     runs = [dict(r, run_id=rid, dir=portable_dir(r["dir"], outputs))
             for rid in sorted(run_ids) for r in load_runs(outputs / cfg.profile_name / rid)]
     for row in spec["rows"]:
         row.setdefault("run_id", cfg.run_id)
     result = build(spec, runs, cfg.profile_name)
     for rid in sorted(run_ids - {cfg.run_id}):
+        make = f"`make {rid.replace('_', '-')}` runs them."
         shared = ", ".join(r["key"] for r in spec["rows"] if r["run_id"] == rid)
-        result["notes"].append(f"Rows {shared} are the cells of {rid} (same configuration); "
-                               f"`make {rid.replace('_', '-')}` runs them.")
+        if shared:
+            result["notes"].append(f"Rows {shared} are the cells of {rid} (same configuration); {make}")
+        sourced = sorted({c for r in spec["rows"] for c, src in r.get("sources", {}).items() if src.get("run_id") == rid})
+        if sourced:
+            result["notes"].append(f"Columns {', '.join(sourced)} of the model rows are the cells of {rid}; {make}")
     stem = table if cfg.profile_name in ("full", "exact") else f"{table}.{cfg.profile_name}"
     before = measured_cells(existing_table(outputs / "tables" / f"{stem}.json"))
     result["kept_existing"] = not force and measured_cells(result) < before
