@@ -19,8 +19,8 @@ import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
+from langrepr.confpaths import CONF_DIR
 from langrepr.errors import UserError
-from langrepr.train import CONF_DIR
 from langrepr.utils import git_commit, write_json_atomic, write_text_atomic
 
 log = logging.getLogger("langrepr.tables")

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from langrepr import cell
 from langrepr.callbacks import AtomicCheckpointIO, LastCheckpoint
+from langrepr.confpaths import CONF_DIR
 from langrepr.errors import Diverged, UserError, one_line
 from langrepr.scale_out import fit_batch_to_devices, is_writer, write_record
 from langrepr.utils import git_commit, package_versions, write_text_atomic
@@ -30,10 +31,6 @@ from langrepr.validation import canonical_overrides, check_command_line, validat
 
 log = logging.getLogger("langrepr.train")
 
-# a cell with no overrides still needs a directory name
-OmegaConf.register_new_resolver("cell", lambda name: name or "defaults", replace=True)
-
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 CONFIG_GROUPS = ("dataset", "model", "trainer", "logger", "experiment", "profile", "debug", "bitcipher_vectors",
                  "lm_init")
 

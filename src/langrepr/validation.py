@@ -21,9 +21,9 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from langrepr.confpaths import CONF_DIR
 from langrepr.errors import UserError
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 GLOBAL_GROUPS = ("experiment", "experiment_profile", "profile", "debug", "local")
 STAGES = ("train", "count", "stats", "pipeline")
 TEST_CKPTS = ("best", "last")
