@@ -19,15 +19,13 @@ import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
+from langrepr import verdicts
 from langrepr.confpaths import CONF_DIR
 from langrepr.errors import UserError
+from langrepr.table_spec import TableSpec
 from langrepr.utils import git_commit, write_json_atomic, write_text_atomic
 
 log = logging.getLogger("langrepr.tables")
-OPS = {
-    "lt": lambda a, b: a < b, "gt": lambda a, b: a > b, "le": lambda a, b: a <= b, "ge": lambda a, b: a >= b,
-    "ratio_ge": lambda a, b: a >= b, "ratio_le": lambda a, b: a <= b,
-}
 
 
 # ---------------------------------------------------------------- reading runs
@@ -134,8 +132,13 @@ def build(spec: dict, runs: list[dict], profile: str) -> dict:
             cells[column["name"]] = {"ours": ours, "paper": row.get("paper", {}).get(column["name"]), "std": std,
                                      "n": len(values), "runs": [r["dir"] for r, _ in values],
                                      "seeds": cell_seeds, "commits": cell_commits, "diverged": diverged}
-        rows_out.append({"key": row["key"], "reference": bool(row.get("reference", False)), "cells": cells})
+        reference = bool(row.get("reference", False))
+        deterministic = row.get("deterministic")
+        for cell in cells.values():
+            cell["deterministic"] = reference if deterministic is None else bool(deterministic)
+        rows_out.append({"key": row["key"], "reference": reference, "cells": cells})
     derive_ratios(spec, rows_out)
+    apply_floors(spec, rows_out)
     clean = sorted(c for c in commits if c and not c.endswith("+dirty"))
     dirty = sorted(c for c in commits if c and c.endswith("+dirty"))
     table = {
@@ -183,47 +186,56 @@ def find_cell(rows: list[dict], ref: list) -> dict:
     raise UserError(f"claim refers to unknown row {ref[0]!r}")
 
 
-def noise_bound(*cells: dict) -> float | None:
-    """The gap a comparison must exceed: the combined std sqrt(sa² + sb²); None when a side ran one seed."""
-    if any(c.get("n", 0) > 1 and c.get("std") is None for c in cells):
-        return None
-    if all(c.get("n", 0) > 1 for c in cells):
-        return sum(c["std"] ** 2 for c in cells) ** 0.5
-    return None
+def apply_floors(spec: dict, rows: list[dict]) -> None:
+    """Record each reference cell's role and whether each model cell clears its column's learning floor."""
+    typed = TableSpec.parse(spec)
+    by_key = {r["key"]: r for r in rows}
+    row_specs = {r.key: r for r in typed.rows}
+    for column in typed.columns:
+        for row in rows:
+            cell = row["cells"][column.name]
+            if row["reference"]:
+                cell["role"] = typed.role(row_specs[row["key"]], column)
+                cell.pop("floor", None)
+            elif column.floor and column.floor in by_key:
+                status = verdicts.floor_status(cell, by_key[column.floor]["cells"][column.name], column.margin,
+                                               column.better)
+                cell["floor"] = {"reference": column.floor, **status}
+            else:
+                cell.pop("floor", None)
+
+
+def claim_record(claim: dict, rows: list[dict], spec: dict) -> dict:
+    """Everything a verdict reads, so it can be recomputed from the table JSON alone (`verdicts.judge`)."""
+    def side(ref: list) -> dict:
+        cell = find_cell(rows, ref)
+        return {"row": ref[0], "column": ref[1], "mean": cell.get("ours"), "std": cell.get("std"),
+                "n": cell.get("n", 0), "deterministic": cell.get("deterministic", False),
+                "floor": cell.get("floor")}
+    record = {"text": claim["text"], "source": claim.get("source", ""), "op": claim["op"],
+              "a": side(claim["a"]), "b": side(claim["b"]) if claim.get("b") else None,
+              "judge": spec.get("judge_claims", True), "no_judge_reason": spec.get("no_judge_reason", "")}
+    for key in ("value", "tol", "margin"):
+        if claim.get(key) is not None:
+            record[key] = claim[key]
+    record["deterministic"] = bool(claim.get("deterministic", False))
+    return record
 
 
 def judge_claims(spec: dict, rows: list[dict]) -> list[dict]:
-    """Each claim on our numbers: True/False when the gap exceeds the seeds' noise, "noise" when it does not.
+    """Each claim on our numbers, by the one rule of `langrepr.verdicts` (floor, Welch t, equivalence margin).
 
-    A claim compares two cells (`op` lt/gt/le/ge/ratio_*) or one cell with a printed value (`approx`, or an
-    op with `value`). With several seeds per side, a difference no larger than the combined std is "within
-    noise"; with one seed on a side the noise is unknown and the verdict says so (`noise_unknown`).
+    The record keeps the old keys (`ours`, `paper`, `holds`) beside the inputs of the verdict.
     """
     judged = []
     for claim in spec.get("claims", []):
+        record = claim_record(claim, rows, spec)
         a_cell = find_cell(rows, claim["a"])
         b_cell = find_cell(rows, claim["b"]) if claim.get("b") else None
-        a, b = a_cell["ours"], (b_cell["ours"] if b_cell else None)
-        out = {"text": claim["text"], "holds": None, "ours": [a, b] if b_cell else [a],
-               "paper": [a_cell.get("paper"), b_cell.get("paper")] if b_cell else [a_cell.get("paper")],
-               "noise_unknown": False}
-        if spec.get("judge_claims", True) and a is not None and (b is not None or not b_cell):
-            op = claim["op"]
-            if op == "approx":  # equal to a printed value within its precision
-                out["holds"] = abs(a - float(claim["value"])) <= float(claim["tol"])
-            elif op.startswith("ratio_"):  # a ratio over a zero cell (e.g. BLEU 0 vs 0) says nothing
-                out["holds"] = OPS[op](a / b, float(claim["value"])) if b else None
-                out["noise_unknown"] = (bool(b) and min(a_cell.get("n", 0), b_cell.get("n", 0)) <= 1
-                                        and not claim.get("deterministic", False))  # e.g. FLOPs: no noise
-            else:
-                rhs = b if b_cell else float(claim["value"])
-                noise = noise_bound(a_cell, b_cell) if b_cell else (a_cell["std"] if a_cell.get("n", 0) > 1 else None)
-                if noise is not None and abs(a - rhs) <= noise:
-                    out["holds"] = "noise"
-                else:
-                    out["holds"] = OPS[op](a, rhs)
-                    out["noise_unknown"] = noise is None
-        judged.append(out)
+        record["ours"] = [a_cell["ours"], b_cell["ours"]] if b_cell else [a_cell["ours"]]
+        record["paper"] = [a_cell.get("paper"), b_cell.get("paper")] if b_cell else [a_cell.get("paper")]
+        record.update(verdicts.judge(record))
+        judged.append(record)
     return judged
 
 
@@ -240,12 +252,37 @@ def fmt_ours(cell: dict, pattern: str) -> str:
 
 
 def claim_line(claim: dict, formats: list[str]) -> str:
-    mark = {True: "✓", False: "✗", None: "not judged", "noise": "within noise:"}[claim["holds"]]
+    verdict = claim.get("verdict") or {True: "✓", False: "✗", None: "not judged", "noise": "within noise"}[claim["holds"]]
     ours = [fmt(v, f) for v, f in zip(claim["ours"], formats)]
     paper = [fmt(v, f).replace("not run", "—") for v, f in zip(claim["paper"], formats)]
     numbers = f"ours {' vs '.join(ours)} (paper {' vs '.join(paper)})"
-    single = " [noise unknown: fewer than 2 seeds on a side]" if claim.get("noise_unknown") else ""
-    return f"- {mark} {claim['text']}: {numbers}{single}"
+    reason = f" [{claim['reason']}]" if claim.get("reason") and verdict not in ("✓", "✗", "within noise") else ""
+    if verdict in ("✓", "✗", "within noise") and claim.get("reason", "").startswith("deterministic"):
+        reason = " [deterministic: no noise test]"
+    mark = verdict if verdict in ("✓", "✗") else f"{verdict}:"
+    source = f" — {claim['source']}" if claim.get("source") else ""
+    return f"- {mark} {claim['text']}: {numbers}{reason}{source}"
+
+
+def floor_lines(table: dict, formats: dict) -> list[str]:
+    """Per model row: does it clear each column's learning floor?"""
+    lines = []
+    for row in table["rows"]:
+        if row.get("reference"):
+            continue
+        parts = []
+        for name in table["columns"]:
+            floor = row["cells"][name].get("floor")
+            if not floor or floor.get("clears") is None:
+                continue
+            f = formats[name]
+            gap = f.format(floor["gap"])
+            bound = "" if floor.get("bound") is None else f", noise {f.format(floor['bound'])}"
+            verdict = "clears" if floor["clears"] else "**below**"
+            parts.append(f"{name}: {verdict} {floor['reference']} (gap {gap}; needs > margin {floor['margin']:g}{bound})")
+        if parts:
+            lines.append(f"- {row['key']}: " + "; ".join(parts))
+    return lines
 
 
 def to_markdown(table: dict, spec: dict) -> str:
@@ -272,15 +309,24 @@ def to_markdown(table: dict, spec: dict) -> str:
             parts.append(f"{fmt_ours(cell, f)} / {paper} / {delta}")
         lines.append(f"| {row['key']} | " + " | ".join(parts) + " |")
     if references:
-        lines += ["", "Reference rows (same split and pipeline; not models of the paper; ours ± std):", ""]
+        lines += ["", "Reference rows (same split and pipeline; not models of the paper; ours ± std; (floor) marks "
+                  "a column's learning floor, (ceiling) a bound from above, the rest are comparators):", ""]
         lines.append("| | " + " | ".join(table["columns"]) + " |")
         lines.append("|---" * (len(table["columns"]) + 1) + "|")
         for row in references:
-            cells = [fmt_ours(row["cells"][n], formats[n]).replace("not run", "—") for n in table["columns"]]
+            cells = [fmt_ours(row["cells"][n], formats[n]).replace("not run", "—")
+                     + (f" ({row['cells'][n]['role']})" if row["cells"][n].get("role") not in (None, "comparator")
+                        and row["cells"][n]["ours"] is not None else "")
+                     for n in table["columns"]]
             lines.append(f"| {row['key']} | " + " | ".join(cells) + " |")
+    floors = floor_lines(table, formats)
+    if floors:
+        lines += ["", "Learning floor (a model cell must beat its column's floor row by the margin plus the seed "
+                  "noise; claims on a cell below it are not judged):", ""] + floors
     if table["claims"]:
         lines += ["", "Claims of the paper for this table, judged on our numbers (✓/✗ only when the gap exceeds "
-                  "the combined std over seeds):", ""]
+                  f"the seed noise: Welch's t, two-sided {verdicts.LEVEL:.0%}; equivalence claims against their "
+                  "stated margin):", ""]
         for claim, spec_claim in zip(table["claims"], spec.get("claims", [])):
             fa = formats.get(spec_claim["a"][1], "{:.2f}")
             fb = formats.get(spec_claim["b"][1], fa) if spec_claim.get("b") else fa
@@ -315,6 +361,35 @@ def portable_dir(run_dir: str, outputs: Path) -> str:
     return run_dir
 
 
+def table_spec(cfg: DictConfig, table: str) -> dict:
+    spec = OmegaConf.to_container(cfg.table, resolve=True)
+    spec.setdefault("name", table)
+    TableSpec.parse(spec)  # one clear line on a typo, before any run is read
+    for row in spec["rows"]:
+        row.setdefault("run_id", cfg.run_id)
+    return spec
+
+
+def shared_notes(spec: dict, main_run_id: str) -> list[str]:
+    """Notes naming the other tables whose cells fill rows or columns here, and the target that runs them."""
+    notes = []
+    run_ids = ({row["run_id"] for row in spec["rows"]}
+               | {src["run_id"] for row in spec["rows"] for src in row.get("sources", {}).values() if src.get("run_id")})
+    for rid in sorted(run_ids - {main_run_id}):
+        make = f"`make {rid.replace('_', '-')}` runs them."
+        shared = ", ".join(r["key"] for r in spec["rows"] if r["run_id"] == rid)
+        if shared:
+            notes.append(f"Rows {shared} are the cells of {rid} (same configuration); {make}")
+        sourced = sorted({c for r in spec["rows"] for c, src in r.get("sources", {}).items() if src.get("run_id") == rid})
+        if sourced:
+            notes.append(f"Columns {', '.join(sourced)} of the model rows are the cells of {rid}; {make}")
+    return notes
+
+
+def table_stem(table: str, profile_name: str) -> str:
+    return table if profile_name in ("full", "exact") else f"{table}.{profile_name}"
+
+
 def render(table: str, profile: str = "full", outputs: str | Path = "outputs", force: bool = False) -> dict:
     """Render `table` for `profile` into outputs/tables/ and return its JSON object.
 
@@ -323,26 +398,16 @@ def render(table: str, profile: str = "full", outputs: str | Path = "outputs", f
     `<stem>.partial.{md,json}` unless `force`.
     """
     cfg = experiment_config(table, profile)
-    spec = OmegaConf.to_container(cfg.table, resolve=True)
-    spec.setdefault("name", table)
+    spec = table_spec(cfg, table)
     outputs = Path(outputs)
     # rows may read another table's cells (`run_id:`), e.g. reference rows computed once on a shared split
-    run_ids = ({cfg.run_id} | {row["run_id"] for row in spec["rows"] if row.get("run_id")}
+    run_ids = ({row["run_id"] for row in spec["rows"]}
                | {src["run_id"] for row in spec["rows"] for src in row.get("sources", {}).values() if src.get("run_id")})
     runs = [dict(r, run_id=rid, dir=portable_dir(r["dir"], outputs))
             for rid in sorted(run_ids) for r in load_runs(outputs / cfg.profile_name / rid)]
-    for row in spec["rows"]:
-        row.setdefault("run_id", cfg.run_id)
     result = build(spec, runs, cfg.profile_name)
-    for rid in sorted(run_ids - {cfg.run_id}):
-        make = f"`make {rid.replace('_', '-')}` runs them."
-        shared = ", ".join(r["key"] for r in spec["rows"] if r["run_id"] == rid)
-        if shared:
-            result["notes"].append(f"Rows {shared} are the cells of {rid} (same configuration); {make}")
-        sourced = sorted({c for r in spec["rows"] for c, src in r.get("sources", {}).items() if src.get("run_id") == rid})
-        if sourced:
-            result["notes"].append(f"Columns {', '.join(sourced)} of the model rows are the cells of {rid}; {make}")
-    stem = table if cfg.profile_name in ("full", "exact") else f"{table}.{cfg.profile_name}"
+    result["notes"] += shared_notes(spec, cfg.run_id)
+    stem = table_stem(table, cfg.profile_name)
     before = measured_cells(existing_table(outputs / "tables" / f"{stem}.json"))
     result["kept_existing"] = not force and measured_cells(result) < before
     if result["kept_existing"]:
@@ -353,6 +418,42 @@ def render(table: str, profile: str = "full", outputs: str | Path = "outputs", f
     write_json_atomic(outputs / "tables" / f"{stem}.json", result)
     write_text_atomic(outputs / "tables" / f"{stem}.md", to_markdown(result, spec))
     log.info("Wrote %s", outputs / "tables" / f"{stem}.md")
+    return result
+
+
+def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs") -> dict:
+    """Recompute floors, roles and verdicts of a rendered table from its JSON alone and the current spec.
+
+    A clone holds the table JSONs, not the runs behind them: the cells (mean, std, n) stay as measured; the
+    spec's rows, columns, claims and notes are re-read, so a claim added to the spec is judged without a re-run.
+    A row or column the JSON does not have renders "not run".
+    """
+    cfg = experiment_config(table, profile)
+    spec = table_spec(cfg, table)
+    path = Path(outputs) / "tables" / f"{table_stem(table, cfg.profile_name)}.json"
+    old = existing_table(path)
+    if not old:
+        raise UserError(f"{path} does not exist: render the table first (`make {table.replace('_', '-')} "
+                        f"PROFILE={profile}`)")
+    old_rows = {r["key"]: r for r in old.get("rows", [])}
+    empty = {"ours": None, "paper": None, "std": None, "n": 0, "runs": [], "seeds": [], "commits": [], "diverged": []}
+    rows = []
+    for row in spec["rows"]:
+        cells = {}
+        for column in spec["columns"]:
+            cell = dict(old_rows.get(row["key"], {}).get("cells", {}).get(column["name"]) or empty)
+            cell["paper"] = row.get("paper", {}).get(column["name"])
+            reference = bool(row.get("reference", False))
+            cell["deterministic"] = reference if row.get("deterministic") is None else bool(row["deterministic"])
+            cells[column["name"]] = cell
+        rows.append({"key": row["key"], "reference": bool(row.get("reference", False)), "cells": cells})
+    apply_floors(spec, rows)
+    result = dict(old, title=spec["title"], columns=[c["name"] for c in spec["columns"]], rows=rows,
+                  claims=judge_claims(spec, rows), data=spec.get("data", ""),
+                  notes=list(spec.get("notes", [])) + shared_notes(spec, cfg.run_id))
+    write_json_atomic(path, result)
+    write_text_atomic(path.with_suffix(".md"), to_markdown(result, spec))
+    log.info("Re-judged %s", path.with_suffix(".md"))
     return result
 
 
@@ -367,6 +468,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--outputs", default="outputs", help="the outputs folder to read runs from")
     parser.add_argument("--force", action="store_true",
                         help="replace a table on disk even when this render has fewer measured cells")
+    parser.add_argument("--rejudge", action="store_true",
+                        help="recompute floors and verdicts from the rendered JSON alone (no runs needed)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     names = args.tables
@@ -374,6 +477,11 @@ def main(argv: list[str] | None = None) -> None:
         names = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
     try:
         for name in names:
+            if args.rejudge:
+                result = rejudge(name, args.profile, args.outputs)
+                marks = [c.get("verdict") for c in result["claims"]]
+                print(f"{name} ({result['profile']}): " + ", ".join(f"{marks.count(m)} {m}" for m in dict.fromkeys(marks)))
+                continue
             result = render(name, args.profile, args.outputs, force=args.force)
             missing = sum(c["ours"] is None for r in result["rows"] for c in r["cells"].values())
             print(f"{name} ({result['profile']}): {missing} cell(s) not run")

@@ -1,0 +1,195 @@
+"""The typed `table:` node of an experiment file: what a rendered table holds and how its claims are judged.
+
+A table spec is assembled by Hydra from the experiment file, its profile overlay and shared column files
+(`conf/tables/`); `TableSpec.parse` checks the result when a table renders, so a typo in a spec is one line
+naming the key and the keys that exist, not a KeyError deep in the renderer. Each field's docstring says what
+it does; the README's "Adding a table" section points here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from langrepr.errors import UserError
+
+ROLES = ("floor", "ceiling", "comparator")
+OPS = ("lt", "gt", "le", "ge", "ratio_ge", "ratio_le", "approx", "equiv", "stabler")
+
+
+@dataclass
+class ColumnSpec:
+    name: str
+    """Header of the column; claims and rows refer to it by this name."""
+    metric: str = ""
+    """Key of `metrics.json`'s `metrics` (e.g. `test/bleu`), `params.<key>`, or a `{var}` pattern filled from a
+    row's `vars`. Empty for derived columns (`ratio_of`, `quotient`)."""
+    fmt: str = "{:.2f}"
+    """Python format of a value in this column."""
+    scale: float = 1.0
+    """Factor applied to the recorded value (e.g. 100 for a fraction shown in %)."""
+    match: dict = field(default_factory=dict)
+    """Extra config choices a run must have to fill this column (e.g. a split or a task)."""
+    config: str = ""
+    """Read the value from this dotted key of the run's resolved config instead of a metric."""
+    ratio_of: str = ""
+    """Derived: this row's value in that column over its `ratio_base` row's value."""
+    quotient: list = field(default_factory=list)
+    """Derived: [numerator column, denominator column] of the same row."""
+    floor: str = ""
+    """Key of the reference row that is this column's learning floor (prior, majority, unigram, copy-source,
+    random vectors). A model cell that does not beat it by more than `margin` plus the seed noise is "below the
+    floor", and a claim on it is not judged."""
+    margin: float = 0.0
+    """How far beyond the floor (in the column's displayed unit) a model cell must be to count as learning."""
+    better: str = "higher"
+    """`higher` or `lower` (losses, perplexity): the direction in which a model should leave its floor."""
+    ceiling: str = ""
+    """Key of a reference row that bounds a model from above in this column (e.g. a per-word majority tagger
+    for a probe that sees one word's vector). Recorded as its role; claims are not gated by it."""
+
+
+@dataclass
+class RowSpec:
+    key: str
+    """Row label; claims refer to it."""
+    match: dict = field(default_factory=dict)
+    """Config choices (`model: leam`) or dotted config keys whose runs fill this row."""
+    paper: dict = field(default_factory=dict)
+    """The paper's printed value per column."""
+    reference: bool = False
+    """Not a model of the paper: a floor, ceiling or comparator row on the same split and pipeline."""
+    role: str = ""
+    """A reference row's role in every column (`floor`, `ceiling`, `comparator`) unless a column names it as
+    its `floor`/`ceiling`; default `comparator`."""
+    deterministic: bool | None = None
+    """A one-seed cell of this row has no seed variance (a prior, a majority count). Default: true for reference
+    rows, false for model rows."""
+    run_id: str = ""
+    """Read this row from another experiment's cells (same configuration, computed once)."""
+    sources: dict = field(default_factory=dict)
+    """Per column `{run_id, match}`: this row's cell in that column comes from another table's cells."""
+    vars: dict = field(default_factory=dict)
+    """Values filled into `{name}` patterns of the columns' metric keys."""
+    config: dict = field(default_factory=dict)
+    """Per column: read the value from this dotted config key instead of the column's metric."""
+    const: dict = field(default_factory=dict)
+    """Per column: a fixed value (a definition, e.g. a ratio base of 1.0), never a measurement."""
+    ratio_base: str = ""
+    """Row that `ratio_of` columns divide by (default this row)."""
+
+
+@dataclass
+class ClaimSpec:
+    text: str
+    """The claim as the paper words it."""
+    a: list
+    """[row, column] of the claim's subject."""
+    op: str
+    """lt gt le ge (a vs b or `value`), ratio_ge ratio_le (a ≥/≤ value·b), approx (|a − value| ≤ tol, a
+    deterministic count), equiv (|a − b| within `margin`), stabler (a's seed spread smaller than b's)."""
+    b: list = field(default_factory=list)
+    """[row, column] of the other side; empty to compare with `value`."""
+    value: float | None = None
+    """The printed value (approx, or an op without b) or the ratio factor v (ratio_*)."""
+    tol: float | None = None
+    """approx: the printed value's precision."""
+    margin: float | None = None
+    """equiv: the largest gap the paper's "comparable" admits, in the column's unit."""
+    deterministic: bool = False
+    """Both sides are deterministic counts (parameters, FLOPs): no noise test."""
+    source: str = ""
+    """Paper section and the quoted sentence the claim comes from."""
+
+
+@dataclass
+class TableSpec:
+    name: str
+    """The experiment's name (`ewe_table3`)."""
+    title: str
+    """Heading of the rendered table."""
+    columns: list
+    """ColumnSpec entries."""
+    rows: list
+    """RowSpec entries: model rows first, reference rows marked `reference: true`."""
+    claims: list = field(default_factory=list)
+    """ClaimSpec entries: every claim sentence of the paper that maps onto this table."""
+    notes: list = field(default_factory=list)
+    """Caveats printed under the table, including claims that cannot be judged here and why."""
+    data: str = ""
+    """One line naming the data and, on the quick profile, the stand-in."""
+    judge_claims: bool = True
+    """False when this profile's data cannot carry the paper's claims at all (then `no_judge_reason`)."""
+    no_judge_reason: str = ""
+    """Why the claims are not judged on this profile."""
+
+    @classmethod
+    def parse(cls, raw: dict) -> TableSpec:
+        """Check every key of a raw `table:` node and return the typed spec (one UserError line on a typo)."""
+        where = f"table `{raw.get('name', '?')}`"
+        spec = _build(cls, raw, where)
+        spec.columns = [_build(ColumnSpec, c, f"{where} column") for c in spec.columns]
+        spec.rows = [_build(RowSpec, r, f"{where} row") for r in spec.rows]
+        spec.claims = [_build(ClaimSpec, c, f"{where} claim") for c in spec.claims]
+        spec.check()
+        return spec
+
+    def check(self) -> None:
+        columns = {c.name for c in self.columns}
+        rows = {r.key: r for r in self.rows}
+        for column in self.columns:
+            for role in ("floor", "ceiling"):
+                key = getattr(column, role)
+                if key and (key not in rows or not rows[key].reference):
+                    raise UserError(f"table `{self.name}` column {column.name!r}: {role} {key!r} is not a reference "
+                                    f"row (reference rows: {', '.join(k for k, r in rows.items() if r.reference)})")
+            if column.better not in ("higher", "lower"):
+                raise UserError(f"table `{self.name}` column {column.name!r}: better must be higher or lower")
+        for row in self.rows:
+            if row.role and row.role not in ROLES:
+                raise UserError(f"table `{self.name}` row {row.key!r}: role must be one of {', '.join(ROLES)}")
+        for claim in self.claims:
+            if claim.op not in OPS:
+                raise UserError(f"table `{self.name}` claim {claim.text!r}: op {claim.op!r} is not one of {', '.join(OPS)}")
+            for side in (claim.a, claim.b):
+                if side and (side[0] not in rows or side[1] not in columns):
+                    raise UserError(f"table `{self.name}` claim {claim.text!r}: no cell {side} (rows: "
+                                    f"{', '.join(rows)}; columns: {', '.join(sorted(columns))})")
+            if claim.op == "equiv" and claim.margin is None:
+                raise UserError(f"table `{self.name}` claim {claim.text!r}: op equiv needs a `margin`")
+            if claim.op == "stabler" and not claim.b:
+                raise UserError(f"table `{self.name}` claim {claim.text!r}: op stabler needs `b`")
+            if not claim.b and claim.value is None:
+                raise UserError(f"table `{self.name}` claim {claim.text!r}: needs `b` or `value`")
+
+    def role(self, row: RowSpec, column: ColumnSpec) -> str | None:
+        """A reference row's role in a column: floor, ceiling or comparator; None for a model row."""
+        if not row.reference:
+            return None
+        if column.floor == row.key:
+            return "floor"
+        if column.ceiling == row.key:
+            return "ceiling"
+        return row.role or "comparator"
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _build(kind: type, raw: Any, where: str) -> Any:
+    if not isinstance(raw, dict):
+        raise UserError(f"{where}: expected a mapping, got {raw!r}")
+    known = {f.name for f in fields(kind)}
+    for key in raw:
+        if key not in known:
+            match = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f" (did you mean {match[0]}?)" if match else f" (keys: {', '.join(sorted(known))})"
+            raise UserError(f"{where} {raw.get('name') or raw.get('key') or raw.get('text', '')!r}: unknown key "
+                            f"{key!r}{hint}")
+    missing = [f.name for f in fields(kind)
+               if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in raw]
+    if missing:
+        raise UserError(f"{where} {raw.get('name') or raw.get('key') or ''!r}: missing {', '.join(missing)}")
+    return kind(**{k: v for k, v in raw.items() if v is not None or k in ("value", "tol", "margin", "deterministic")})

@@ -1,0 +1,136 @@
+"""The judge: learning floor, one Welch-t noise rule for every comparison (ratios too), equivalence margins,
+stability only with ≥ 5 seeds, and verdicts recomputable from a table's JSON alone."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from langrepr import verdicts
+from langrepr.errors import UserError
+from langrepr.table_spec import TableSpec
+from langrepr.tables import build, rejudge, render, to_markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(model: str, seed: int, value: float) -> dict:
+    return {"status": "finished", "seed": seed, "commit": "abc1234", "choices": {"model": model},
+            "metrics": {"test/bleu": value}, "params": {}, "config": {}, "dir": f"{model}/{seed}", "mtime": 0.0}
+
+
+BLEU = {
+    "name": "toy_mt", "title": "Toy MT",
+    "columns": [{"name": "BLEU", "metric": "test/bleu", "fmt": "{:.1f}", "floor": "Copy", "margin": 5.0}],
+    "rows": [{"key": "T8", "match": {"model": "t8"}}, {"key": "C8", "match": {"model": "c8"}},
+             {"key": "Copy", "match": {"model": "copy"}, "reference": True}],
+    "claims": [{"text": "C8 is comparable to T8: at least 95% of it", "a": ["C8", "BLEU"], "op": "ratio_ge",
+                "b": ["T8", "BLEU"], "value": 0.95}],
+}
+
+
+def test_welch_bound_by_hand():
+    # a: mean 10, sd 1, n 3; b: mean 8, sd 2, n 3 -> var of means 1/3 and 4/3, se = sqrt(5/3) = 1.29099
+    # Welch df = (5/3)^2 / ((1/3)^2/2 + (4/3)^2/2) = 2.7778/0.9444 = 2.9412; t_.975(2.9412) = 3.2188 (scipy.stats.t.ppf)
+    noise = verdicts.welch_bound({"ours": 10, "std": 1.0, "n": 3}, {"ours": 8, "std": 2.0, "n": 3})
+    assert noise["se"] == pytest.approx(math.sqrt(5 / 3))
+    assert noise["df"] == pytest.approx(2.9412, abs=1e-4)
+    assert noise["t"] == pytest.approx(3.2188, abs=1e-3)
+    # ratio claims: d = a - v*b, se = sqrt(sa^2/na + (v sb)^2/nb)
+    ratio = verdicts.welch_bound({"ours": 10, "std": 1.0, "n": 3}, {"ours": 8, "std": 2.0, "n": 3}, v=0.5)
+    assert ratio["se"] == pytest.approx(math.sqrt(1 / 3 + 0.25 * 4 / 3))
+
+
+def test_rows_below_the_floor_are_not_judged():
+    # the committed TensorCoder T3 quick case: BLEU 1.3 vs 0.7 with copy-source at 0.5 (margin 5)
+    runs = [run("t8", s, v) for s, v in ((1, 0.4), (2, 0.7), (3, 1.0))]
+    runs += [run("c8", s, v) for s, v in ((1, 1.1), (2, 1.3), (3, 1.5))]
+    runs += [run("copy", 1, 0.5)]
+    table = build(BLEU, runs, "quick")
+    claim = table["claims"][0]
+    assert claim["holds"] is None and claim["verdict"] == "not judged"
+    assert claim["reason"] == "C8 does not clear Copy in BLEU"
+    assert table["rows"][0]["cells"]["BLEU"]["floor"]["clears"] is False
+    assert table["rows"][2]["cells"]["BLEU"]["role"] == "floor"
+    md = to_markdown(table, BLEU)
+    assert "- not judged: C8 is comparable to T8" in md and "T8: BLEU: **below** Copy" in md
+    assert "(floor)" in md
+
+
+def test_ratio_claims_follow_the_noise_rule():
+    # TensorCoder T3 quick: 1conv 1.3 ± 0.6 vs 1head 1.3 ± 0.5 rendered ✓ on "≥ 95%"; the floor is met here
+    spec = {**BLEU, "columns": [{**BLEU["columns"][0], "margin": 0.0}]}
+    runs = [run("t8", s, v) for s, v in ((1, 20.8), (2, 21.3), (3, 21.8))]
+    runs += [run("c8", s, v) for s, v in ((1, 20.7), (2, 21.3), (3, 21.9))]
+    runs += [run("copy", 1, 0.5)]
+    claim = build(spec, runs, "quick")["claims"][0]
+    assert claim["holds"] == "noise"          # d = 21.3 - 0.95*21.3 = 1.07 < t*se
+    assert claim["diff"] == pytest.approx(21.3 * 0.05) and claim["bound"] > claim["diff"]
+    far = [run("t8", s, v) for s, v in ((1, 10.0), (2, 10.1), (3, 10.2))] + runs[3:]
+    assert build(spec, far, "quick")["claims"][0]["holds"] is True
+
+
+def test_equivalence_and_stability():
+    eq = {"op": "equiv", "margin": 2.0, "a": {"row": "A", "column": "x", "mean": 65.4, "std": 0.3, "n": 3},
+          "b": {"row": "B", "column": "x", "mean": 74.6, "std": 3.4, "n": 3}}
+    # EWE T5 quick: v-gram 65.4 ± 0.3 vs whitespace 74.6 ± 3.4 over 3 seeds: Welch df 2.03, bound 8.42:
+    # |d| 9.2 - 8.42 = 0.78 is not beyond the margin 2, so three seeds cannot say it fails
+    assert verdicts.judge(eq)["holds"] == "noise"
+    eq["b"] = {**eq["b"], "mean": 80.0}
+    assert verdicts.judge(eq)["holds"] is False        # |d| 14.6 - 8.42 > 2: does not recover the level
+    eq["b"] = {**eq["b"], "mean": 65.6, "std": 0.2}
+    assert verdicts.judge(eq)["holds"] is True         # |d| 0.2 + bound < 2
+    stab = {"op": "stabler", "a": {"row": "A", "column": "x", "mean": 1, "std": 3.4, "n": 3},
+            "b": {"row": "B", "column": "x", "mean": 1, "std": 0.9, "n": 3}}
+    judged = verdicts.judge(stab)
+    assert judged["holds"] is None and "≥ 5 seeds per side (have 3 and 3)" in judged["reason"]
+    stab["a"], stab["b"] = {**stab["a"], "std": 0.5, "n": 6}, {**stab["b"], "std": 3.0, "n": 6}
+    assert verdicts.judge(stab)["holds"] is True
+
+
+def test_one_seed_is_noise_unknown_unless_the_reference_is_deterministic():
+    rec = {"op": "gt", "a": {"row": "A", "column": "x", "mean": 70.0, "std": None, "n": 1},
+           "b": {"row": "B", "column": "x", "mean": 50.0, "std": None, "n": 1}}
+    assert verdicts.judge(rec)["verdict"] == "noise unknown"
+    rec["a"] = {**rec["a"], "std": 1.0, "n": 3}
+    rec["b"] = {**rec["b"], "deterministic": True}
+    assert verdicts.judge(rec)["holds"] is True
+
+
+def test_a_typo_in_a_spec_is_one_line():
+    with pytest.raises(UserError, match="unknown key 'flor' \\(did you mean floor\\?\\)"):
+        TableSpec.parse({**BLEU, "columns": [{**BLEU["columns"][0], "flor": "Copy"}]})
+    with pytest.raises(UserError, match="floor 'T8' is not a reference row"):
+        TableSpec.parse({**BLEU, "columns": [{**BLEU["columns"][0], "floor": "T8"}]})
+
+
+def test_rejudge_recomputes_from_the_json_alone(tmp_path):
+    d = tmp_path / "quick" / "tensorcoder_table3" / "model=x"
+    render("tensorcoder_table3", "quick", tmp_path)   # empty table, then fill its cells by hand
+    path = tmp_path / "tables" / "tensorcoder_table3.quick.json"
+    table = json.loads(path.read_text())
+    for row in table["rows"]:
+        if row["key"] in ("TensorCoder-8conv", "Transformer-8head"):
+            row["cells"]["BLEU"].update(ours=1.3, std=0.3, n=3)
+        if row["key"].startswith("Reference: copy"):
+            row["cells"]["BLEU"].update(ours=0.5, std=0.0, n=3)
+    path.write_text(json.dumps(table))
+    result = rejudge("tensorcoder_table3", "quick", tmp_path)
+    judged = {c["text"]: c for c in result["claims"]}
+    assert any(c["verdict"] == "not judged" and "does not clear" in c["reason"] for c in judged.values())
+    assert not d.exists()
+
+
+def test_every_committed_verdict_recomputes_from_its_json():
+    """Anyone can check a verdict from the JSON alone: re-judging each recorded claim gives its verdict."""
+    paths = sorted((ROOT / "outputs" / "tables").glob("*.json"))
+    assert paths
+    for path in paths:
+        for claim in json.loads(path.read_text()).get("claims", []):
+            assert "a" in claim and "op" in claim, f"{path.name}: claim without its inputs: {claim['text']}"
+            again = verdicts.judge(claim)
+            assert again["verdict"] == claim["verdict"], f"{path.name}: {claim['text']}"
+            assert again["holds"] == claim["holds"]
