@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from langrepr.models.multihot_losses import (
+    answer_log_probs,
     binary_ce,
     mlm_loss,
     multi_hot_softmax_ce,
@@ -120,3 +121,30 @@ def test_unknown_options_are_rejected():
         multi_hot_softmax_ce(logits, ids, mask, eq6="both")
     with pytest.raises(ValueError, match="unknown loss"):
         mlm_loss("focal", logits, ids, mask)
+
+
+def test_float64_logits_give_float64_losses_by_hand():
+    """A float64 check stays float64: log(y/n) with n = 3 is not rounded to float32 (off by ~1e-8 if it is)."""
+    p = [0.5, 0.3, 0.2]
+    logits = torch.log(torch.tensor([p], dtype=torch.float64))
+    ids, mask = torch.tensor([[0, 1, 1]]), torch.tensor([[True, True, True]])    # y = (1, 2), n = 3
+    ell, _, _ = multi_hot_terms(logits, ids, mask)
+    assert ell.dtype == torch.float64
+    assert abs(ell[0, 0].item() - (math.log(1 / 3) - math.log(0.5))) < 1e-14
+    assert abs(ell[0, 1].item() - (math.log(2 / 3) - math.log(0.3))) < 1e-14
+    prose = multi_hot_softmax_ce(logits, ids, mask, "prose")                      # only answer 1 is below 2/3
+    assert prose.dtype == torch.float64 and abs(prose.item() - math.log((2 / 3) / 0.3)) < 1e-14
+    sce = softmax_ce(logits, ids, mask)
+    assert sce.dtype == torch.float64 and abs(sce.item() + math.log(0.5) + 2 * math.log(0.3)) < 1e-14
+    bce_logits = torch.tensor([[2.0, -1.0, 0.5]], dtype=torch.float64)           # answer 0 only
+    bce = binary_ce(bce_logits, torch.tensor([[0]]), torch.tensor([[True]]))
+    expected = (math.log1p(math.exp(-2.0)) + math.log1p(math.exp(-1.0)) + math.log1p(math.exp(0.5))) / 3
+    assert bce.dtype == torch.float64 and abs(bce.item() - expected) < 1e-15
+
+
+def test_half_precision_logits_are_promoted_to_float32():
+    logits, ids, mask = archimedes()
+    for dtype in (torch.float16, torch.bfloat16):
+        for name in ("sce", "bce", "mhsce"):
+            assert mlm_loss(name, logits.to(dtype), ids, mask).dtype == torch.float32, (dtype, name)
+        assert target_cross_entropy(answer_log_probs(logits.to(dtype), ids), mask).dtype == torch.float32

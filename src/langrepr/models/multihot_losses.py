@@ -13,6 +13,9 @@ Dims: M masked positions, V vocabulary, G group slots.
 - positions whose label sum is 0 contribute 0 (eq. 7 undefined); the loss is the mean over masked positions.
 - eq. 3 with a multi-hot y is the sum over the answer slots (not divided by n); eq. 4 is the standard BCE
   (the printed leading y_i factor would zero every negative term) averaged over the vocabulary.
+
+Every loss computes in the logits' dtype, promoting fp16/bf16 to float32 (`loss_dtype`): a float64 check
+stays float64 end to end, and the shares log(y/n) are never rounded to float32 under it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ import torch
 import torch.nn.functional as F
 
 LOSSES = ("sce", "bce", "mhsce")
+
+
+def loss_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype a loss computes in: the input's own, never below float32 (fp16/bf16 -> float32)."""
+    return torch.promote_types(x.dtype, torch.float32)
 
 
 def slot_counts(target_ids: torch.Tensor, target_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -37,7 +45,7 @@ def answer_log_probs(logits: torch.Tensor, target_ids: torch.Tensor) -> torch.Te
     The same two kernels as plain cross-entropy (log_softmax + nll); `logits.gather - logsumexp` is equal in
     value but its backward takes two extra dense passes over (M, V), ~1.9x the time of CE at V = 20k.
     """
-    return F.log_softmax(logits, dim=1).gather(1, target_ids)
+    return F.log_softmax(logits, dim=1, dtype=loss_dtype(logits)).gather(1, target_ids)
 
 
 def softmax_ce(logits, target_ids, target_mask) -> torch.Tensor:
@@ -46,23 +54,25 @@ def softmax_ce(logits, target_ids, target_mask) -> torch.Tensor:
     return -(log_p * target_mask).sum(1).mean()
 
 
-def multi_hot_targets(target_ids, target_mask, vocab_size: int) -> torch.Tensor:
+def multi_hot_targets(target_ids, target_mask, vocab_size: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Dense counts y (M, V) of a group's tokens."""
-    y = torch.zeros(target_ids.shape[0], vocab_size, device=target_ids.device)
-    return y.scatter_add_(1, target_ids, target_mask.float())
+    y = torch.zeros(target_ids.shape[0], vocab_size, device=target_ids.device, dtype=dtype)
+    return y.scatter_add_(1, target_ids, target_mask.to(dtype))
 
 
 def binary_ce(logits, target_ids, target_mask) -> torch.Tensor:
     """Eq. 4: BCE of the sigmoid outputs against 1[y_k > 0], averaged over the vocabulary and positions."""
-    target = (multi_hot_targets(target_ids, target_mask, logits.shape[1]) > 0).float()
-    return F.binary_cross_entropy_with_logits(logits, target)
+    dtype = loss_dtype(logits)
+    target = (multi_hot_targets(target_ids, target_mask, logits.shape[1], dtype) > 0).to(dtype)
+    return F.binary_cross_entropy_with_logits(logits.to(dtype), target)
 
 
 def multi_hot_terms(logits, target_ids, target_mask) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Eq. 5 per distinct answer: ℓ_k = −(log S(O)_k − log(y_k/n)); returns (ℓ, y, first-occurrence mask)."""
     counts, first = slot_counts(target_ids, target_mask)
-    n = target_mask.sum(1, keepdim=True).clamp(min=1)
-    share = (counts.clamp(min=1).float() / n)
+    dtype = loss_dtype(logits)
+    n = target_mask.sum(1, keepdim=True).clamp(min=1).to(dtype)
+    share = counts.clamp(min=1).to(dtype) / n
     ell = torch.log(share) - answer_log_probs(logits, target_ids)
     return ell, counts, first
 
@@ -78,7 +88,7 @@ def multi_hot_labels(ell, counts, first, eq6: str = "prose", label_weight: str =
         raise ValueError(f"mhsce.eq6 must be prose or printed, got {eq6!r}")
     if label_weight not in ("one", "count"):
         raise ValueError(f"mhsce.label_weight must be one or count, got {label_weight!r}")
-    weight = counts.float() if label_weight == "count" else torch.ones_like(ell)
+    weight = counts.to(ell.dtype) if label_weight == "count" else torch.ones_like(ell)
     return weight * (keep & first)
 
 
@@ -108,5 +118,6 @@ def target_cross_entropy(log_probs_at_answers: torch.Tensor, target_mask: torch.
 
     The same quantity with p = the unigram distribution of the training tokens is the reference row.
     """
+    log_probs = log_probs_at_answers.to(loss_dtype(log_probs_at_answers))
     n = target_mask.sum(1).clamp(min=1)
-    return -(log_probs_at_answers * target_mask).sum(1) / n
+    return -(log_probs * target_mask).sum(1) / n
