@@ -30,6 +30,11 @@ TEST_CKPTS = ("best", "last")
 PRECISIONS = ("16-mixed", "bf16-mixed", "32-true", "64-true", "16-true", "bf16-true", "transformer-engine",
               "16", "32", "64", "bf16")
 HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
+# Trainer arguments `langrepr.train` passes itself; a `trainer.<name>` for them would clash at instantiate
+TRAINER_SET_BY_ENTRY = {"logger": "choose loggers with logger=csv or logger=wandb",
+                        "callbacks": "set or remove callbacks under callbacks.* (e.g. ~callbacks.progress)",
+                        "default_root_dir": "the cell folder follows paths.output_root and run_id",
+                        "plugins": "checkpoints are written by langrepr's atomic writer"}
 
 
 # ---------------------------------------------------------------- unknown keys
@@ -68,22 +73,53 @@ def _parameters(target: str) -> tuple[frozenset[str], bool] | None:
     except (TypeError, ValueError):
         return None
     params = sig.parameters.values()
-    return (frozenset(p.name for p in params),
+    variadic = (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
+    return (frozenset(p.name for p in params if p.kind not in variadic),
             any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params))
+
+
+@lru_cache(maxsize=1)
+def trainer_arguments() -> frozenset[str]:
+    """The keyword arguments of `pytorch_lightning.Trainer.__init__` (the Trainer the configs build)."""
+    found = _parameters("pytorch_lightning.Trainer")
+    assert found is not None, "pytorch_lightning.Trainer cannot be imported"
+    return found[0] - {"self"}
+
+
+def target_arguments(node: Any, path: str) -> tuple[str, frozenset[str]] | None:
+    """(`_target_`, the keyword arguments it takes) of a config node; None when unknown or it takes **kwargs.
+
+    The `trainer` node is checked against `pytorch_lightning.Trainer`'s own signature whatever its `_target_`
+    (`trainer=ddp` builds it through `langrepr.scale_out.ddp_trainer`, which forwards **kwargs to it).
+    """
+    if not isinstance(node, DictConfig) or "_target_" not in node:
+        return None
+    target = node.get("_target_")
+    if not isinstance(target, str):
+        return None
+    found = _parameters(target)
+    if found is None:
+        return None
+    names, takes_kwargs = found
+    if path.rstrip(".") == "trainer":
+        return "pytorch_lightning.Trainer", (names | trainer_arguments()) - {"self"}
+    return None if takes_kwargs else (target, names - {"self"})
 
 
 def _check_target_keys(node: Any, path: str) -> None:
     if isinstance(node, DictConfig):
-        target = node.get("_target_") if "_target_" in node else None
-        if isinstance(target, str):
-            found = _parameters(target)
-            if found is not None and not found[1]:
-                names = sorted(found[0] - {"self"})
-                for key in node:
-                    if key not in HYDRA_KEYS and key not in found[0]:
-                        raise UserError(f"unknown key {path}{key}: {target} takes no '{key}'"
-                                        f"{closest(str(key), [path + n for n in names])}; remove it or fix "
-                                        "its spelling")
+        found = target_arguments(node, path)
+        if found is not None:
+            target, accepted = found
+            names = sorted(accepted)
+            for key in node:
+                if path == "trainer." and key in TRAINER_SET_BY_ENTRY:
+                    raise UserError(f"trainer.{key} is passed to the Trainer by langrepr.train itself: remove it "
+                                    f"({TRAINER_SET_BY_ENTRY[key]})")
+                if key not in HYDRA_KEYS and key not in accepted:
+                    raise UserError(f"unknown key {path}{key}: {target} takes no '{key}'"
+                                    f"{closest(str(key), [path + n for n in names])}; remove it or fix "
+                                    "its spelling")
         for key in node:
             if key != "hydra":
                 _check_target_keys(node._get_node(key), f"{path}{key}.")
@@ -130,6 +166,46 @@ def _positive_float(cfg: DictConfig, key: str) -> None:
         raise UserError(f"{key}={value!r} is not a number: pass a positive float such as 2e-5")
     if not math.isfinite(value) or value <= 0:
         raise UserError(f"{key}={value} is out of range: pass a positive, finite float such as 2e-5")
+
+
+def _number(cfg: DictConfig, key: str, low: float, high: float = math.inf, example: str = "1.0") -> None:
+    """A finite number in [low, high] (None allowed: the callee's default)."""
+    value = _get(cfg, key)
+    if value is None:
+        return
+    bound = f"between {low:g} and {high:g}" if math.isfinite(high) else f">= {low:g}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserError(f"{key}={value!r} is not a number: pass a number {bound} such as {example}")
+    if not math.isfinite(value) or not low <= value <= high:
+        raise UserError(f"{key}={value} is out of range: pass a finite number {bound} such as {example}")
+
+
+def _batches_limit(cfg: DictConfig, key: str) -> None:
+    """Lightning's limit_*_batches / overfit_batches: a fraction in [0, 1] or a whole number of batches."""
+    value = _get(cfg, key)
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (
+            isinstance(value, float) and not 0 <= value <= 1):
+        raise UserError(f"{key}={value!r} is not a batch limit: pass a fraction between 0.0 and 1.0 or a whole "
+                        "number of batches")
+
+
+def check_trainer_values(cfg: DictConfig) -> None:
+    """Types and ranges of the Trainer arguments people set (before Lightning fails on them after the data load)."""
+    _int(cfg, "trainer.accumulate_grad_batches", 1)
+    _number(cfg, "trainer.gradient_clip_val", 0.0)
+    algorithm = _get(cfg, "trainer.gradient_clip_algorithm")
+    if algorithm not in (None, "norm", "value"):
+        raise UserError(f"trainer.gradient_clip_algorithm={algorithm!r}: choose norm or value")
+    for split in ("train", "val", "test", "predict"):
+        _batches_limit(cfg, f"trainer.limit_{split}_batches")
+    _batches_limit(cfg, "trainer.overfit_batches")
+    _int(cfg, "trainer.log_every_n_steps", 1)
+    _int(cfg, "trainer.check_val_every_n_epoch", 1)
+    _int(cfg, "trainer.num_sanity_val_steps", 0, allow=(-1,))
+    _int(cfg, "trainer.min_epochs", 0)
+    _int(cfg, "trainer.min_steps", 0, allow=(-1,))
 
 
 def check_hardware(cfg: DictConfig) -> None:
@@ -193,6 +269,7 @@ def check_values(cfg: DictConfig) -> None:
     _positive_float(cfg, "optimizer.lr")
     _int(cfg, "dataset.datamodule.batch_size", 1)
     _int(cfg, "callbacks.last_checkpoint.every_n_train_steps", 1)
+    check_trainer_values(cfg)
     check_hardware(cfg)
     check_canine_length(cfg)
 
@@ -236,6 +313,57 @@ def canonical_overrides(argv: list[str]) -> list[str]:
                 and isinstance(override.value(), float)):
             arg = f"{override.get_key_element()}={override.get_value_element_as_str()}"
         out.append(arg)
+    return _plus_for_target_arguments(out)
+
+
+def _first_values(overrides: list) -> list[str]:
+    """The override lines with every sweep replaced by its first value (the config the first job composes)."""
+    from hydra.core.override_parser.types import OverrideType
+
+    prefix = {OverrideType.ADD: "+", OverrideType.FORCE_ADD: "++", OverrideType.DEL: "~"}
+    probe = []
+    for o in overrides:
+        first = next(iter(o.sweep_string_iterator())) if o.is_sweep_override() else None
+        probe.append(o.input_line if first is None
+                     else f"{prefix.get(o.type, '')}{o.get_key_element().lstrip('+~')}={first}")
+    return probe
+
+
+def _plus_for_target_arguments(argv: list[str]) -> list[str]:
+    """`trainer.gradient_clip_val=1.0` -> `+trainer.gradient_clip_val=1.0` when the config does not list the key.
+
+    A key the config files do not list cannot be set without '+' in Hydra, although the node's `_target_` takes
+    it (any `pytorch_lightning.Trainer` argument under `trainer.`, `amsgrad` under `optimizer.`, ...). Such a key
+    is an ordinary argument, so it is accepted with or without '+', and both spellings name one cell folder.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType
+
+    parser, parsed = OverridesParser.create(), {}
+    for i, arg in enumerate(argv):
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        try:
+            (parsed[i],) = parser.parse_overrides([arg])
+        except Exception:  # noqa: BLE001  (check_command_line reports it)
+            return argv
+    candidates = [i for i, o in parsed.items()
+                  if o.type is OverrideType.CHANGE and "." in o.key_or_group and not o.key_or_group.startswith("hydra.")]
+    if not candidates:
+        return argv
+    try:
+        cfg = _compose(_first_values([o for i, o in parsed.items() if i not in candidates]))
+    except Exception:  # noqa: BLE001  (a composition error of its own: check_command_line reports it)
+        return argv
+    out = list(argv)
+    for i in candidates:
+        parent_path, _, leaf = parsed[i].key_or_group.rpartition(".")
+        parent = _get(cfg, parent_path)
+        if not isinstance(parent, DictConfig) or leaf in parent:
+            continue
+        found = target_arguments(parent, parent_path)
+        if found is not None and leaf in found[1]:
+            out[i] = f"+{argv[i]}"
     return out
 
 
@@ -262,16 +390,24 @@ def _compose(overrides: list[str]) -> DictConfig:
         GlobalHydra.instance().clear()
 
 
-def _composition_error(err: Exception) -> UserError:
+def _composition_error(err: Exception, probe: list[str] | None = None) -> UserError:
     import re
 
     text = str(err)
     missing = re.search(r"Could not override '([^']+)'", text)
     if missing:
         key = missing.group(1)
-        hint = closest(key, _flat_keys(_compose([])))
-        return UserError(f"unknown key '{key}'{hint}: fix its spelling (adding it with '+' is refused too: nothing "
-                         "would read it)")
+        others = [a for a in probe or [] if a.split("=", 1)[0].lstrip("+~") != key]
+        try:
+            cfg = _compose(others)
+        except Exception:  # noqa: BLE001  (another override fails too: hint from the defaults)
+            cfg = _compose([])
+        parent_path, _, leaf = key.rpartition(".")
+        found = target_arguments(_get(cfg, parent_path), parent_path) if parent_path else None
+        options = _flat_keys(cfg) + [f"{parent_path}.{n}" for n in sorted(found[1]) if found] if found else _flat_keys(cfg)
+        why = (f"{found[0]} takes no '{leaf}', so adding it with '+' is refused too" if found
+               else "no config file declares it")
+        return UserError(f"unknown key '{key}'{closest(key, options)}: fix its spelling ({why})")
     exists = re.search(r"An item is already at '([^']+)'", text)
     if exists:
         return UserError(f"'{exists.group(1)}' already exists: set it without the leading '+'")
@@ -296,20 +432,14 @@ def check_writable(path: Path) -> None:
 def check_command_line(argv: list[str]) -> None:
     """Compose the config the command asks for (first value of every sweep) and validate it."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import OverrideType
 
     if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
         return                                   # --help, --cfg job, -cn ...: Hydra's own modes
-    prefix = {OverrideType.ADD: "+", OverrideType.FORCE_ADD: "++", OverrideType.DEL: "~"}
     try:
         overrides = OverridesParser.create().parse_overrides([a for a in argv if not a.startswith("-")])
     except Exception as err:  # noqa: BLE001  (OverrideParseException: Hydra's text is already one sentence)
         raise UserError(f"cannot parse the command line: {' '.join(str(err).split())}") from None
-    probe, given = [], set()
-    for o in overrides:
-        given.add(o.key_or_group)
-        first = next(iter(o.sweep_string_iterator())) if o.is_sweep_override() else None
-        probe.append(o.input_line if first is None else f"{prefix.get(o.type, '')}{o.get_key_element().lstrip('+~')}={first}")
+    probe, given = _first_values(overrides), {o.key_or_group for o in overrides}
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -320,7 +450,7 @@ def check_command_line(argv: list[str]) -> None:
         if extra:
             cfg = _compose(probe + extra)
     except (HydraException, OmegaConfBaseException) as err:
-        raise _composition_error(err) from None
+        raise _composition_error(err, probe) from None
     validate_config(cfg, choices={k: v for k, v in cfg.hydra.runtime.choices.items() if v is not None})
     from langrepr.cell import config_fingerprint
 

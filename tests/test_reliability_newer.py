@@ -1,0 +1,160 @@
+"""Issue 21's reliability cases: each asserts the exact outcome (exit code, the one line, nothing lost).
+
+Trainer arguments with or without '+', advice in error messages that works when followed, result files that
+respect the umask, a full disk during any write, best-so-far metrics across a resume, pipeline settings and
+reader data sanity before training, and the BigQuery export's stated timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+PTB = ["dataset=ptb", "model=tensorcoder_1conv", "debug=smoke", "trainer.max_epochs=1", "model.net.hidden_size=16",
+       "model.net.num_layers=1", "model.net.intermediate_size=16", "dataset.datamodule.seq_len=16"]
+
+
+def run_main(argv: list[str]) -> int:
+    """`python -m langrepr.train <argv>` in this process; the exit code."""
+    import langrepr.train as entry
+
+    saved = sys.argv
+    sys.argv = ["langrepr.train", *argv]
+    entry.FAILED_CELLS.clear()
+    try:
+        entry.main()
+        return 0
+    except SystemExit as exit_:
+        return int(exit_.code or 0) if not isinstance(exit_.code, str) else 1
+    finally:
+        sys.argv = saved
+
+
+def error_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("error:")]
+
+
+def validate(argv: list[str]) -> list[str]:
+    """What `main()` does before Hydra runs: canonical overrides, then compose + validate; the argv Hydra gets."""
+    from langrepr.validation import canonical_overrides, check_command_line
+
+    argv = canonical_overrides(list(argv))
+    check_command_line(argv)
+    return argv
+
+
+@pytest.fixture
+def ptb_root(tmp_path, monkeypatch) -> Path:
+    ptb = tmp_path / "data" / "ptb"
+    ptb.mkdir(parents=True)
+    for name, n in [("ptb.train.txt", 120), ("ptb.valid.txt", 30), ("ptb.test.txt", 30)]:
+        (ptb / name).write_text("".join(f"the w{i % 13} of w{i % 7} N\n" for i in range(n)))
+    monkeypatch.setenv("LANGREPR_DIGEST_CACHE", str(tmp_path / "digests.json"))
+    return tmp_path / "data"
+
+
+# ---------------------------------------------------------------- 1. Trainer arguments, and advice that works
+
+@pytest.mark.parametrize("arg", ["trainer.gradient_clip_val=1.0", "trainer.accumulate_grad_batches=2",
+                                 "trainer.gradient_clip_algorithm=value", "optimizer.amsgrad=true"])
+def test_a_target_argument_the_config_does_not_list_is_accepted_with_or_without_plus(arg):
+    key, value = arg.split("=")
+    plain, plus = validate(["dataset=ptb", "model=tensorcoder_1conv", arg]), validate(
+        ["dataset=ptb", "model=tensorcoder_1conv", f"+{arg}"])
+    assert plain == plus == ["dataset=ptb", "model=tensorcoder_1conv", f"+{arg}"]   # one spelling: one cell folder
+
+
+def test_a_listed_key_keeps_its_spelling():
+    argv = ["experiment=tensorcoder_table1", "trainer.max_steps=5", "trainer.max_epochs=2"]
+    assert validate(argv) == argv
+
+
+def test_trainer_arguments_reach_the_trainer(ptb_root, tmp_path, capfd):
+    cell = tmp_path / "out" / "cell"
+    code = run_main([*PTB, f"paths.data_dir={ptb_root}", f"hydra.run.dir={cell}", f"paths.output_root={tmp_path}/out",
+                     f"paths.cache_dir={tmp_path}/cache", "trainer.gradient_clip_val=1.0",
+                     "trainer.accumulate_grad_batches=2"])
+    err = capfd.readouterr().err
+    assert code == 0 and not error_lines(err), err[-2000:]
+    resolved = (cell / "config_resolved.yaml").read_text()
+    assert "gradient_clip_val: 1.0" in resolved and "accumulate_grad_batches: 2" in resolved
+    assert json.loads((cell / "metrics.json").read_text())["status"] == "finished"
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["trainer.gradient_clip_vall=1.0"],
+     "error: unknown key 'trainer.gradient_clip_vall' (did you mean trainer.gradient_clip_val?): fix its spelling "
+     "(pytorch_lightning.Trainer takes no 'gradient_clip_vall', so adding it with '+' is refused too)"),
+    (["+trainer.gradient_clip_vall=1.0"],
+     "error: unknown key trainer.gradient_clip_vall: pytorch_lightning.Trainer takes no 'gradient_clip_vall' (did "
+     "you mean trainer.gradient_clip_val?); remove it or fix its spelling"),
+    (["trainer=ddp", "+trainer.gradient_clip_vall=1.0"],
+     "error: unknown key trainer.gradient_clip_vall: pytorch_lightning.Trainer takes no 'gradient_clip_vall' (did "
+     "you mean trainer.gradient_clip_val?); remove it or fix its spelling"),
+    (["trainer.logger=null"],
+     "error: trainer.logger is passed to the Trainer by langrepr.train itself: remove it (choose loggers with "
+     "logger=csv or logger=wandb)"),
+    (["trainer.gradient_clip_val=-1"],
+     "error: trainer.gradient_clip_val=-1 is out of range: pass a finite number >= 0 such as 1.0"),
+    (["trainer.accumulate_grad_batches=0"],
+     "error: trainer.accumulate_grad_batches=0 is out of range: pass a whole number >= 1"),
+    (["trainer.limit_train_batches=abc"],
+     "error: trainer.limit_train_batches='abc' is not a batch limit: pass a fraction between 0.0 and 1.0 or a "
+     "whole number of batches"),
+])
+def test_bad_trainer_arguments_are_one_line(argv, line, tmp_path, capfd):
+    code = run_main([*argv, f"paths.output_root={tmp_path}/out"])
+    err = capfd.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert error_lines(err) == [line]
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_plus_refusal_the_message_claims_is_true():
+    """'adding it with + is refused too' is only said where it holds: check it by doing it."""
+    from langrepr.errors import UserError
+
+    with pytest.raises(UserError, match="refused too") as plain:
+        validate(["trainer.gradient_clip_vall=1.0"])
+    assert "refused too" in str(plain.value)
+    with pytest.raises(UserError, match="takes no 'gradient_clip_vall'"):
+        validate(["+trainer.gradient_clip_vall=1.0"])
+
+
+def _divergence_message() -> str:
+    from types import SimpleNamespace
+
+    import torch
+
+    from langrepr.callbacks import NonFiniteGuard
+    from langrepr.errors import Diverged
+
+    opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1e6)
+    trainer = SimpleNamespace(optimizers=[opt], global_step=2, current_epoch=0, sanity_checking=False)
+    with pytest.raises(Diverged) as err:
+        NonFiniteGuard()._stop(trainer, "val/loss", float("nan"))
+    return str(err.value)
+
+
+def test_the_divergence_advice_passes_validation():
+    """The divergence line advises `add trainer.gradient_clip_val=1.0`: that exact text is accepted."""
+    message = _divergence_message()
+    advice = re.findall(r"add ([^\s=]+=[^\s,]+)", message)
+    assert advice == ["trainer.gradient_clip_val=1.0"], message
+    assert "lower optimizer.lr (it is 1e+06)" in message
+    base = ["dataset=synthetic", "model=bert_ewe", "debug=smoke", "optimizer.lr=1e6"]
+    validate([*base, *advice, "optimizer.lr=1e-4", "force=true"])   # raises UserError if refused
+
+
+def test_the_max_steps_advice_passes_validation():
+    """`trainer.max_epochs=-1` says 'unless trainer.max_steps is set: set one of them': setting it is accepted."""
+    from langrepr.errors import UserError
+
+    base = ["dataset=synthetic", "model=bert_ewe", "debug=smoke", "trainer.max_epochs=-1"]
+    with pytest.raises(UserError, match="unless trainer.max_steps is set"):
+        validate(base)
+    assert validate([*base, "trainer.max_steps=4"])[-1] == "+trainer.max_steps=4"
