@@ -184,3 +184,26 @@ def test_a_row_can_take_one_column_from_another_tables_cells():
     cells = build(spec, runs, "quick")["rows"][0]["cells"]
     assert cells["Count"]["ours"] == 7.0 and cells["Count"]["n"] == 1
     assert cells["EM"]["ours"] == 45.0 and cells["EM"]["seeds"] == [1, 2]
+
+
+def test_a_one_off_recipe_or_fewer_seeds_never_replace_the_committed_table(tmp_path, caplog):
+    # the probed case: `make leam-table3 ARGS="++hydra.sweeper.params.seed=1 +trainer.max_steps=2"` replaced a
+    # 3-seed table with 1-seed numbers although every cell was still "measured"
+    for seed in (1, 2, 3):
+        write_cell(tmp_path, f"model=bert_ewe,seed={seed}", {
+            "status": "finished", "seed": seed, "commit": "abc", "choices": {"model": "bert_ewe"},
+            "overrides": ["experiment=ewe_table3", "profile=quick", "model=bert_ewe", f"seed={seed}"],
+            "metrics": {"test/2015A/f1": 0.5 + seed / 100}, "params": {}})
+    assert not render("ewe_table3", "quick", tmp_path)["kept_existing"]
+    import shutil
+    shutil.rmtree(tmp_path / "quick")
+    write_cell(tmp_path, "model=bert_ewe,seed=1", {
+        "status": "finished", "seed": 1, "commit": "abc", "choices": {"model": "bert_ewe"},
+        "overrides": ["experiment=ewe_table3", "model=bert_ewe", "seed=1", "+trainer.max_steps=2"],
+        "metrics": {"test/2015A/f1": 0.25}, "params": {}})
+    result = render("ewe_table3", "quick", tmp_path)
+    assert result["kept_existing"] and result["recipe"] == ["+trainer.max_steps=2"]
+    assert "1 seed run(s) here, 3 on disk" in caplog.text and "another recipe" in caplog.text
+    kept = json.loads((tmp_path / "tables" / "ewe_table3.quick.json").read_text())
+    assert kept["rows"][0]["cells"]["2015A F1"]["n"] == 3
+    assert (tmp_path / "tables" / "ewe_table3.quick.partial.md").exists()

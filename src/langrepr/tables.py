@@ -104,8 +104,28 @@ def run_value(run: dict, column: dict, row: dict) -> float | None:
 
 # ---------------------------------------------------------------- building the table
 
+ADDRESSING = {"experiment", "profile", "seed", "ckpt_path", "force", "dataset", "model"}
+
+
+def recipe_overrides(run: dict, spec: dict) -> list[str]:
+    """A run's command-line overrides beyond those that address its cell (experiment, profile, seed, the sweep
+    keys the table matches on): what makes it a different recipe, e.g. a one-off `+trainer.max_steps=2`."""
+    axes = set(ADDRESSING)
+    for item in spec["rows"] + spec["columns"]:
+        axes |= set(item.get("match") or {})
+        for src in (item.get("sources") or {}).values():
+            axes |= set(src.get("match") or {})
+    extra = []
+    for override in run.get("overrides") or []:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key in axes or key.split(".")[0] in ("hydra", "paths") or key.startswith("hydra/"):
+            continue
+        extra.append(override)
+    return extra
+
+
 def build(spec: dict, runs: list[dict], profile: str) -> dict:
-    rows_out, seeds, commits = [], set(), set()
+    rows_out, seeds, commits, recipe = [], set(), set(), set()
     for row in spec["rows"]:
         cells = {}
         for column in spec["columns"]:
@@ -127,6 +147,7 @@ def build(spec: dict, runs: list[dict], profile: str) -> dict:
             std = statistics.stdev(v for _, v in values) if len(values) > 1 else None
             cell_seeds = sorted(r.get("seed") for r, _ in values if r.get("seed") is not None)
             cell_commits = sorted({r.get("commit") for r, _ in values if r.get("commit")})
+            recipe.update(o for r, _ in values for o in recipe_overrides(r, spec))
             seeds.update(cell_seeds)
             commits.update(cell_commits)
             cells[column["name"]] = {"ours": ours, "paper": row.get("paper", {}).get(column["name"]), "std": std,
@@ -146,7 +167,7 @@ def build(spec: dict, runs: list[dict], profile: str) -> dict:
         "commit": ",".join(clean + dirty) or git_commit(), "dirty_commits": dirty,
         "columns": [c["name"] for c in spec["columns"]], "rows": rows_out,
         "claims": judge_claims(spec, rows_out), "seeds": sorted(s for s in seeds if s is not None),
-        "data": spec.get("data", ""), "notes": list(spec.get("notes", [])),
+        "data": spec.get("data", ""), "notes": list(spec.get("notes", [])), "recipe": sorted(recipe),
     }
     return table
 
@@ -342,6 +363,23 @@ def measured_cells(table: dict) -> int:
     return sum(c.get("ours") is not None for r in table.get("rows", []) for c in r.get("cells", {}).values())
 
 
+def thinner_than(new: dict, old: dict) -> list[str]:
+    """Why `new` must not replace the table on disk: fewer measured cells, fewer seed runs, another recipe."""
+    if not old:
+        return []
+    reasons = []
+    if measured_cells(new) < measured_cells(old):
+        reasons.append(f"{measured_cells(new)} measured cell(s) here, {measured_cells(old)} on disk")
+    runs_new = sum(c.get("n") or 0 for r in new.get("rows", []) for c in r.get("cells", {}).values())
+    runs_old = sum(c.get("n") or 0 for r in old.get("rows", []) for c in r.get("cells", {}).values())
+    if runs_new < runs_old:
+        reasons.append(f"{runs_new} seed run(s) here, {runs_old} on disk (seeds {new.get('seeds')} vs {old.get('seeds')})")
+    if sorted(new.get("recipe") or []) != sorted(old.get("recipe") or []):
+        reasons.append(f"another recipe: overrides {new.get('recipe') or 'none'} here, "
+                       f"{old.get('recipe') or 'none'} on disk")
+    return reasons
+
+
 def existing_table(path: Path) -> dict:
     try:
         return json.loads(path.read_text()) if path.exists() else {}
@@ -408,12 +446,11 @@ def render(table: str, profile: str = "full", outputs: str | Path = "outputs", f
     result = build(spec, runs, cfg.profile_name)
     result["notes"] += shared_notes(spec, cfg.run_id)
     stem = table_stem(table, cfg.profile_name)
-    before = measured_cells(existing_table(outputs / "tables" / f"{stem}.json"))
-    result["kept_existing"] = not force and measured_cells(result) < before
-    if result["kept_existing"]:
-        log.warning("%s: %d measured cell(s) here, %d in outputs/tables/%s.json: kept that table and wrote this "
-                    "render beside it as %s.partial.md (pass --force to replace it)",
-                    table, measured_cells(result), before, stem, stem)
+    reasons = [] if force else thinner_than(result, existing_table(outputs / "tables" / f"{stem}.json"))
+    result["kept_existing"] = bool(reasons)
+    if reasons:
+        log.warning("%s: kept outputs/tables/%s.json and wrote this render beside it as %s.partial.md (%s); pass "
+                    "--force to replace it", table, stem, stem, "; ".join(reasons))
         stem += ".partial"
     write_json_atomic(outputs / "tables" / f"{stem}.json", result)
     write_text_atomic(outputs / "tables" / f"{stem}.md", to_markdown(result, spec))
