@@ -158,3 +158,45 @@ def test_the_max_steps_advice_passes_validation():
     with pytest.raises(UserError, match="unless trainer.max_steps is set"):
         validate(base)
     assert validate([*base, "trainer.max_steps=4"])[-1] == "+trainer.max_steps=4"
+
+
+# ---------------------------------------------------------------- 2. result files respect the umask
+
+@pytest.fixture
+def umask():
+    import os
+
+    saved = os.umask(0o022)
+    os.umask(saved)
+
+    def set_mask(mask: int) -> None:
+        os.umask(mask)
+
+    yield set_mask
+    os.umask(saved)
+
+
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o027, 0o640), (0o002, 0o664), (0o077, 0o600)])
+def test_atomic_writers_give_the_mode_open_would(mask, mode, umask, tmp_path):
+    from langrepr.utils import write_json_atomic, write_text_atomic
+
+    umask(mask)
+    write_json_atomic(tmp_path / "metrics.json", {"status": "finished"})
+    write_text_atomic(tmp_path / "config_resolved.yaml", "seed: 1\n")
+    (tmp_path / "plain.txt").write_text("what open() gives")
+    assert (tmp_path / "plain.txt").stat().st_mode & 0o777 == mode
+    assert (tmp_path / "metrics.json").stat().st_mode & 0o777 == mode
+    assert (tmp_path / "config_resolved.yaml").stat().st_mode & 0o777 == mode
+    assert json.loads((tmp_path / "metrics.json").read_text()) == {"status": "finished"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config_resolved.yaml", "metrics.json", "plain.txt"]
+
+
+def test_a_run_folder_is_readable_by_the_group(ptb_root, tmp_path, umask, capfd):
+    umask(0o027)
+    cell = tmp_path / "out" / "cell"
+    code = run_main([*PTB, f"paths.data_dir={ptb_root}", f"hydra.run.dir={cell}", f"paths.output_root={tmp_path}/out",
+                     f"paths.cache_dir={tmp_path}/cache"])
+    assert code == 0, capfd.readouterr().err[-2000:]
+    modes = {p.relative_to(cell).as_posix(): p.stat().st_mode & 0o777 for p in cell.rglob("*") if p.is_file()}
+    assert {"metrics.json", "config_resolved.yaml", "checkpoints/last.ckpt"} <= set(modes)
+    assert {k: v for k, v in modes.items() if v != 0o640} == {}

@@ -13,12 +13,35 @@ from typing import Any
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux shows it (os.umask sets it while reading)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def open_mode(fd: int) -> None:
+    """Give a `tempfile.mkstemp` file the mode `open()` would (0666 minus the umask) instead of mkstemp's 0600.
+
+    Results renamed into place from a temporary file must be readable by whoever the user's umask lets read
+    the rest of the run folder (the group on a shared machine), not by the owner alone.
+    """
+    os.fchmod(fd, 0o666 & ~current_umask())
+
+
 def write_json_atomic(path: str | Path, payload: Any) -> None:
     """Write JSON so that a crash never leaves a half-written file (readers see old or new, never torn)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        open_mode(fd)
         with os.fdopen(fd, "w") as fh:
             json.dump(payload, fh, indent=2, sort_keys=False, default=str)
             fh.write("\n")
@@ -34,6 +57,7 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        open_mode(fd)
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         os.replace(tmp, path)
