@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import yaml
@@ -146,3 +147,34 @@ def test_report_flags_run_folders_newer_than_the_rendered_table(outputs):
     (run / "metrics.json").write_text(json.dumps({**record, "commit": "def5678"}))
     md = build_report(outputs)[0].read_text()
     assert "1 run folder(s) were written at a commit the rendered table does not list" in md
+
+
+def test_committed_report_and_readme_status_rows_match_the_table_jsons():
+    """Artefacts that cannot go stale: the committed report and the README status rows are those the committed
+    table JSONs give today (a re-judged or re-run table whose report was not rebuilt fails here)."""
+    from langrepr.report import load_tables, status_lines, summary_line
+    root = Path(__file__).resolve().parents[1]
+    outputs = root / "outputs"
+    readme = (root / "README.md").read_text()
+    block = readme.split("<!-- generated:status -->\n", 1)[1].split("<!-- /generated:status -->", 1)[0]
+    assert block.splitlines() == status_lines(outputs), "README status rows are stale: run `make report`"
+    report = (outputs / "report" / "report.md").read_text()
+    for entry in load_tables(outputs):
+        assert summary_line(entry) in report, f"report.md is stale for {entry['stem']}: run `make report`"
+
+
+def test_a_clone_keeps_the_committed_learning_curves(tmp_path):
+    """`make report` in a fresh clone (no run folders) keeps the figures committed with the report."""
+    tables = tmp_path / "outputs" / "tables"
+    tables.mkdir(parents=True)
+    cell = {"ours": 1.0, "paper": None, "std": None, "n": 1, "runs": ["outputs/quick/t/model=a,seed=1"]}
+    (tables / "toy.quick.json").write_text(json.dumps({
+        "table": "toy", "title": "Toy", "profile": "quick", "commit": "abc", "columns": ["F1"],
+        "rows": [{"key": "A", "cells": {"F1": cell}}], "claims": [], "seeds": [1]}))
+    img = tmp_path / "outputs" / "report" / "img"
+    img.mkdir(parents=True)
+    (img / "curves_toy_quick.png").write_bytes(b"\x89PNG kept")
+    md, _ = build_report(tmp_path / "outputs")
+    text = md.read_text()
+    assert "![learning curves of toy](img/curves_toy_quick.png)" in text and "as committed" in text
+    assert (img / "curves_toy_quick.png").read_bytes() == b"\x89PNG kept"

@@ -35,14 +35,18 @@ import yaml
 from langrepr.errors import UserError
 from langrepr.utils import PROJECT_ROOT, git_commit, write_text_atomic
 
-CLAIM_MARKS = {True: "✓", False: "✗", None: "not judged", "noise": "within noise"}  # "noise": gap ≤ seed std
+CLAIM_MARKS = {True: "✓", False: "✗", None: "not judged", "noise": "within noise", "unknown": "noise unknown"}
+PAPERS = {"ewe": "EWE", "tensorcoder": "TensorCoder", "multihot": "Multi-hot LM", "leam": "LEAM",
+          "bitcipher": "Bit Cipher"}
 SEED_PART = re.compile(r"(^|,)seed=[^,]*")
 
 
 # ---------------------------------------------------------------- reading artefacts
 
-def claim_mark(holds: Any) -> str:
-    """✓ / ✗ / not judged, or the renderer's own word (e.g. "within noise") when it is a string."""
+def claim_mark(holds: Any, claim: dict | None = None) -> str:
+    """The claim's recorded verdict (✓ / ✗ / within noise / noise unknown / not judged / not run)."""
+    if claim and claim.get("verdict"):
+        return claim["verdict"]
     return CLAIM_MARKS.get(holds, str(holds))
 
 
@@ -156,7 +160,12 @@ def plot_learning_curves(entry: dict, outputs: Path, img_dir: Path) -> tuple[Pat
     table = entry["table"]
     groups = table_run_groups(table, outputs)
     wanted = sum(len(c.get("runs", [])) for r in table["rows"] for c in r["cells"].values())
+    path = img_dir / f"curves_{entry['stem'].replace('.', '_')}.png"
     if not groups:
+        if wanted and path.exists():  # a clone: keep the figure committed with the report, never drop it
+            return path, ("Learning curves as committed with this report: the run folders behind them are not on "
+                          f"this machine; `make {table['table'].replace('_', '-')} PROFILE={table.get('profile')}` "
+                          "re-runs the cells and redraws them.")
         reason = ("no cell has run" if not wanted else
                   "the run folders behind this table are not on this machine (only rendered tables are committed)")
         return None, f"No learning curves: {reason}; run `make {table['table'].replace('_', '-')} " \
@@ -200,7 +209,6 @@ def plot_learning_curves(entry: dict, outputs: Path, img_dir: Path) -> tuple[Pat
         ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=7, loc="best")
     fig.suptitle(f"{table['title']} — {table.get('profile')} profile", fontsize=9)
-    path = img_dir / f"curves_{entry['stem'].replace('.', '_')}.png"
     save_figure(fig, path)
     band = ("line = mean over seeds, band = min–max over seeds" if max(seeds) > 1
             else "one seed per line: no band")
@@ -217,6 +225,10 @@ def plot_learning_curves(entry: dict, outputs: Path, img_dir: Path) -> tuple[Pat
 
 def plot_scaling(bench: Path, img_dir: Path) -> tuple[Path | None, str]:
     """TensorCoder vs SDPA attention forward time against N, log–log, with the bench's fitted exponents."""
+    kept = img_dir / "tensorcoder_scaling.png"
+    if not bench.exists() and kept.exists():  # outputs/bench/ is not committed; the figure is
+        return kept, ("As committed with this report: outputs/bench/tensorcoder_scaling.json is not on this machine; "
+                      "`make bench` re-measures it and redraws the figure.")
     if not bench.exists():
         return None, ("Not run: the TensorCoder scaling benchmark has no result yet; `make bench` "
                       "(scripts/bench_tensorcoder.py) writes outputs/bench/tensorcoder_scaling.json.")
@@ -258,10 +270,17 @@ def plot_scaling(bench: Path, img_dir: Path) -> tuple[Path | None, str]:
 
 def table_summary(table: dict) -> dict:
     cells = [c for r in table["rows"] for c in r["cells"].values()]
-    marks = [claim_mark(c.get("holds")) for c in table.get("claims", [])]
+    marks = [claim_mark(c.get("holds"), c) for c in table.get("claims", [])]
     return {"run": sum(c["ours"] is not None for c in cells), "total": len(cells),
             "claims": ", ".join(f"{marks.count(m)} {m}" for m in dict.fromkeys(marks)) or "—",
             "seeds": ", ".join(map(str, table.get("seeds", []))) or "none"}
+
+
+def summary_line(entry: dict) -> str:
+    """The report's summary row of one table (a test checks the committed report holds today's rows)."""
+    t, s = entry["table"], table_summary(entry["table"])
+    return (f"| [{t['table']}](#{entry['stem'].replace('.', '')}) | {t.get('profile')} | "
+            f"{s['run']}/{s['total']} | {s['seeds']} | {s['claims']} | `{t.get('commit')}` |")
 
 
 def generic_markdown(table: dict) -> str:
@@ -277,7 +296,7 @@ def generic_markdown(table: dict) -> str:
             delta = num(c["ours"] - c["paper"]) if c["ours"] is not None and c["paper"] is not None else "—"
             parts.append(f"{num(c['ours'])} / {'—' if c['paper'] is None else num(c['paper'])} / {delta}")
         lines.append(f"| {row['key']} | " + " | ".join(parts) + " |")
-    lines += [""] + [f"- {claim_mark(c.get('holds'))} {c['text']}" for c in table.get("claims", [])]
+    lines += [""] + [f"- {claim_mark(c.get('holds'), c)} {c['text']}" for c in table.get("claims", [])]
     return "\n".join(lines)
 
 
@@ -311,10 +330,7 @@ def build_markdown(outputs: Path, img_dir: Path, page_dir: Path) -> str:
              "Each table cell: ours (± std over seeds) / paper / Δ = ours − paper; `python -m langrepr.tables "
              "explain <table> \"<row>\" \"<column>\"` prints the runs behind a cell.", "",
              "## Summary", "", "| table | profile | cells run | seeds | claims | commit |", "|---|---|---|---|---|---|"]
-    for entry in tables:
-        t, s = entry["table"], table_summary(entry["table"])
-        lines.append(f"| [{t['table']}](#{entry['stem'].replace('.', '')}) | {t.get('profile')} | "
-                     f"{s['run']}/{s['total']} | {s['seeds']} | {s['claims']} | `{t.get('commit')}` |")
+    lines += [summary_line(entry) for entry in tables]
     missing = not_rendered(tables)
     if missing:
         lines += ["", "Not rendered yet (no table JSON): " + ", ".join(
@@ -338,6 +354,35 @@ def build_markdown(outputs: Path, img_dir: Path, page_dir: Path) -> str:
         for fig in figures:
             lines += [f"![{fig.stem}]({rel(fig)})", "", f"*{fig.stem} (outputs/figures/{fig.name})*", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def status_lines(outputs: Path) -> list[str]:
+    """The README's status table: one row per rendered table, drawn from its JSON so it cannot go stale."""
+    lines = ["| paper | table | profile | cells run | seeds | claims | commit |", "|---|---|---|---|---|---|---|"]
+    for entry in load_tables(outputs):
+        t, s = entry["table"], table_summary(entry["table"])
+        if entry["stem"].endswith(".partial"):
+            continue
+        paper = PAPERS.get(t["table"].split("_")[0], t["table"].split("_")[0])
+        lines.append(f"| {paper} | [{t['table']}](outputs/tables/{entry['stem']}.md) | {t.get('profile')} | "
+                     f"{s['run']}/{s['total']} | {s['seeds']} | {s['claims']} | `{t.get('commit')}` |")
+    return lines
+
+
+def refresh_block(path: Path, name: str, lines: list[str]) -> bool:
+    """Replace the text between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->`; False if no markers."""
+    if not path.exists():
+        return False
+    text = path.read_text()
+    begin, end = f"<!-- generated:{name} -->", f"<!-- /generated:{name} -->"
+    if begin not in text or end not in text:
+        return False
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    new = head + begin + "\n" + "\n".join(lines) + "\n" + end + tail
+    if new != text:
+        write_text_atomic(path, new)
+    return True
 
 
 def to_html(markdown: str, page_dir: Path) -> str:
@@ -369,6 +414,8 @@ def build_report(outputs: str | Path = "outputs", out: str | Path | None = None)
     markdown = build_markdown(outputs, out / "img", out)
     write_text_atomic(out / "report.md", markdown)
     write_text_atomic(out / "report.html", to_html(markdown, out))
+    if outputs.resolve() == (PROJECT_ROOT / "outputs").resolve():  # the README's status rows, from the same JSONs
+        refresh_block(PROJECT_ROOT / "README.md", "status", status_lines(outputs))
     return out / "report.md", out / "report.html"
 
 
