@@ -369,6 +369,25 @@ def status_lines(outputs: Path) -> list[str]:
     return lines
 
 
+def paper_claim_lines(outputs: Path, paper: str) -> list[str]:
+    """A paper page's measured summary: per rendered table, its claim verdicts with our numbers (from the JSON)."""
+    lines = []
+    for entry in load_tables(outputs):
+        t = entry["table"]
+        if entry["stem"].endswith(".partial") or t["table"].split("_")[0] != paper:
+            continue
+        seeds = ", ".join(map(str, t.get("seeds", []))) or "none"
+        lines += ["", f"**{t['title']}** ({t.get('profile')}; seeds {seeds}; commit `{t.get('commit')}`; "
+                  f"[table](../outputs/tables/{entry['stem']}.md))", ""]
+        for c in t.get("claims", []):
+            ours = " vs ".join("—" if v is None else f"{v:.4g}" for v in c.get("ours", []))
+            why = f" ({c['reason']})" if c.get("reason") and c.get("verdict") not in ("✓", "✗") else ""
+            lines.append(f"- {claim_mark(c.get('holds'), c)} {c['text']}: ours {ours}{why}")
+        if not t.get("claims"):
+            lines.append("- (no claims of the paper map onto this table)")
+    return lines[1:] if lines else ["No table of this paper is rendered yet."]
+
+
 def refresh_block(path: Path, name: str, lines: list[str]) -> bool:
     """Replace the text between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->`; False if no markers."""
     if not path.exists():
@@ -416,6 +435,8 @@ def build_report(outputs: str | Path = "outputs", out: str | Path | None = None)
     write_text_atomic(out / "report.html", to_html(markdown, out))
     if outputs.resolve() == (PROJECT_ROOT / "outputs").resolve():  # the README's status rows, from the same JSONs
         refresh_block(PROJECT_ROOT / "README.md", "status", status_lines(outputs))
+        for paper in PAPERS:
+            refresh_block(PROJECT_ROOT / "docs" / f"{paper}.md", "claims", paper_claim_lines(outputs, paper))
     return out / "report.md", out / "report.html"
 
 
