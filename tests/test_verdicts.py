@@ -134,3 +134,20 @@ def test_every_committed_verdict_recomputes_from_its_json():
             again = verdicts.judge(claim)
             assert again["verdict"] == claim["verdict"], f"{path.name}: {claim['text']}"
             assert again["holds"] == claim["holds"]
+
+
+def test_a_cell_scored_under_an_older_metric_definition_is_stale_not_reused():
+    old = run("c8", 1, 30.0)
+    old["metrics"] = {"test/test/bleu": 30.0, "test/auroc": 0.9}
+    spec = {"name": "t", "title": "t",
+            "columns": [{"name": "AUROC", "metric": "test/auroc"}, {"name": "BLEU", "metric": "test/test/bleu"}],
+            "rows": [{"key": "C8", "match": {"model": "c8"}}],
+            "claims": [{"text": "AUROC above 0.5", "a": ["C8", "AUROC"], "op": "gt", "value": 0.5}]}
+    table = build(spec, [old], "quick")               # the record carries no metric_versions: auroc is v1
+    cell = table["rows"][0]["cells"]["AUROC"]
+    assert cell["ours"] is None and cell["stale"] == ["c8/1"]
+    assert table["rows"][0]["cells"]["BLEU"]["ours"] == 30.0
+    assert table["claims"][0]["verdict"] == "not judged" and "older metric" in table["claims"][0]["reason"]
+    assert "stale (metric redefined" in to_markdown(table, spec)
+    current = dict(old, metric_versions={"auroc": 2})
+    assert build(spec, [current], "quick")["rows"][0]["cells"]["AUROC"]["ours"] == 0.9

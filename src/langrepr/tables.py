@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from langrepr import verdicts
 from langrepr.confpaths import CONF_DIR
 from langrepr.errors import UserError
+from langrepr.metric_versions import METRIC_VERSIONS, metric_name, stale_metrics
 from langrepr.table_spec import TableSpec
 from langrepr.utils import git_commit, write_json_atomic, write_text_atomic
 
@@ -143,6 +144,9 @@ def build(spec: dict, runs: list[dict], profile: str) -> dict:
             diverged = [r["dir"] for r in by_seed.values() if r.get("status") == "diverged"]
             values = [(r, run_value(r, column, row)) for r in by_seed.values() if r.get("status") == "finished"]
             values = [(r, v) for r, v in values if v is not None]
+            metric = column.get("metric", "").format(**row.get("vars", {}))
+            stale = [r["dir"] for r, _ in values if metric in stale_metrics(r)]  # scored under an older definition
+            values = [(r, v) for r, v in values if r["dir"] not in stale]
             ours = statistics.fmean(v for _, v in values) if values else None
             std = statistics.stdev(v for _, v in values) if len(values) > 1 else None
             cell_seeds = sorted(r.get("seed") for r, _ in values if r.get("seed") is not None)
@@ -152,7 +156,8 @@ def build(spec: dict, runs: list[dict], profile: str) -> dict:
             commits.update(cell_commits)
             cells[column["name"]] = {"ours": ours, "paper": row.get("paper", {}).get(column["name"]), "std": std,
                                      "n": len(values), "runs": [r["dir"] for r, _ in values],
-                                     "seeds": cell_seeds, "commits": cell_commits, "diverged": diverged}
+                                     "seeds": cell_seeds, "commits": cell_commits, "diverged": diverged,
+                                     "stale": stale, "metric_version": METRIC_VERSIONS.get(metric_name(metric), 1)}
         reference = bool(row.get("reference", False))
         deterministic = row.get("deterministic")
         for cell in cells.values():
@@ -232,7 +237,7 @@ def claim_record(claim: dict, rows: list[dict], spec: dict) -> dict:
         cell = find_cell(rows, ref)
         return {"row": ref[0], "column": ref[1], "mean": cell.get("ours"), "std": cell.get("std"),
                 "n": cell.get("n", 0), "deterministic": cell.get("deterministic", False),
-                "floor": cell.get("floor")}
+                "floor": cell.get("floor"), "stale": bool(cell.get("stale")) and cell.get("ours") is None}
     record = {"text": claim["text"], "source": claim.get("source", ""), "op": claim["op"],
               "a": side(claim["a"]), "b": side(claim["b"]) if claim.get("b") else None,
               "judge": spec.get("judge_claims", True), "no_judge_reason": spec.get("no_judge_reason", "")}
@@ -268,6 +273,8 @@ def fmt(value: float | None, pattern: str) -> str:
 
 def fmt_ours(cell: dict, pattern: str) -> str:
     if cell["ours"] is None:
+        if cell.get("stale"):
+            return "stale (metric redefined since it ran; re-run)"
         return "diverged" if cell.get("diverged") else "not run"
     return fmt(cell["ours"], pattern) + (f" ± {pattern.format(cell['std'])}" if cell["std"] is not None else "")
 
@@ -480,6 +487,11 @@ def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs") 
         for column in spec["columns"]:
             cell = dict(old_rows.get(row["key"], {}).get("cells", {}).get(column["name"]) or empty)
             cell["paper"] = row.get("paper", {}).get(column["name"])
+            name = metric_name(column.get("metric", ""))
+            if cell.get("ours") is not None and cell.get("metric_version", 1) < METRIC_VERSIONS.get(name, 1):
+                # measured under an older definition (the JSON predates metric versions): shown as stale
+                cell.update(stale=list(cell.get("runs", [])) or ["(committed value)"], stale_value=cell["ours"],
+                            ours=None, std=None, n=0)
             reference = bool(row.get("reference", False))
             cell["deterministic"] = reference if row.get("deterministic") is None else bool(row["deterministic"])
             cells[column["name"]] = cell

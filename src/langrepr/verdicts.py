@@ -93,6 +93,8 @@ def judge(record: dict) -> dict:
     out: dict[str, Any] = {"holds": None, "bound": None, "se": None, "df": None, "t": None, "diff": None}
     if not record.get("judge", True):
         return {**out, "verdict": "not judged", "reason": record.get("no_judge_reason") or "not judged on this profile"}
+    if any((record.get(name) or {}).get("stale") for name in ("a", "b")):
+        return {**out, "verdict": "not judged", "reason": "a side was scored under an older metric definition"}
     if a["ours"] is None or (b is not None and b["ours"] is None):
         return {**out, "verdict": "not run", "reason": "a side has no finished run"}
     for name in ("a", "b"):
