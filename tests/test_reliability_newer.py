@@ -200,3 +200,186 @@ def test_a_run_folder_is_readable_by_the_group(ptb_root, tmp_path, umask, capfd)
     modes = {p.relative_to(cell).as_posix(): p.stat().st_mode & 0o777 for p in cell.rglob("*") if p.is_file()}
     assert {"metrics.json", "config_resolved.yaml", "checkpoints/last.ckpt"} <= set(modes)
     assert {k: v for k, v in modes.items() if v != 0o640} == {}
+
+
+# ---------------------------------------------------------------- 3. a full disk at any write
+
+TORCH_ENOSPC = "[enforce fail at inline_container.cc:672] . unexpected pos 267712 vs 267604"
+TORCH_WRITE_FAILED = "PytorchStreamWriter failed writing file data/0: file write failed"
+
+
+def _cell_args(ptb_root: Path, tmp_path: Path, *extra: str) -> list[str]:
+    return [*PTB, "trainer.max_epochs=2", f"paths.data_dir={ptb_root}", f"hydra.run.dir={tmp_path}/out/cell",
+            f"paths.output_root={tmp_path}/out", f"paths.cache_dir={tmp_path}/cache", *extra]
+
+
+def _leftovers(root: Path) -> list[str]:
+    return sorted(str(p) for p in root.rglob(".*.tmp"))
+
+
+def _fail_second_last_ckpt(monkeypatch, raise_it) -> dict:
+    """torch.save fails on the 2nd write of last.ckpt (epoch 1), after epoch 0's last.ckpt is complete."""
+    import hashlib
+
+    import torch
+
+    import langrepr.callbacks as callbacks
+
+    real_save, seen = torch.save, {"last": 0, "sha_before": None}
+
+    def save(obj, f, *args, **kwargs):
+        name = Path(getattr(f, "name", "")).name
+        if name == ".last.ckpt.tmp":
+            seen["last"] += 1
+            if seen["last"] == 2:
+                last = Path(f.name).with_name("last.ckpt")
+                seen["sha_before"] = hashlib.sha256(last.read_bytes()).hexdigest()
+                f.write(b"PK\x03\x04 half a checkpoint")
+                raise_it()
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(callbacks.torch, "save", save)
+    return seen
+
+
+def _raise_torch_enospc() -> None:
+    try:
+        raise OSError(28, "No space left on device")
+    except OSError:
+        raise RuntimeError(TORCH_ENOSPC)   # noqa: B904  (torch's own shape: the OSError is the __context__)
+
+
+def _raise_torch_write_failed() -> None:
+    raise RuntimeError(TORCH_WRITE_FAILED)
+
+
+@pytest.mark.parametrize("raise_it, reason", [
+    (_raise_torch_enospc, "No space left on device"),
+    (_raise_torch_write_failed, f"the write failed ({TORCH_WRITE_FAILED})"),
+])
+def test_disk_full_while_checkpointing_is_one_line_and_resumable(raise_it, reason, ptb_root, tmp_path, capfd,
+                                                                monkeypatch):
+    import hashlib
+
+    seen = _fail_second_last_ckpt(monkeypatch, raise_it)
+    cell = tmp_path / "out" / "cell"
+    code = run_main(_cell_args(ptb_root, tmp_path))
+    err = capfd.readouterr().err
+    assert code == 2 and "Traceback" not in err, err[-3000:]
+    last = cell / "checkpoints" / "last.ckpt"
+    (line,) = error_lines(err)
+    assert re.fullmatch(
+        rf"error: cannot write checkpoint {re.escape(str(last))}: {re.escape(reason)} \([0-9.]+ [KMG]?i?B free "
+        r"there\); free disk space or point paths.output_root at a writable folder, then rerun the same command "
+        rf"with ckpt_path=auto \(it resumes from {re.escape(str(last))}, which is intact\)", line), line
+    assert hashlib.sha256(last.read_bytes()).hexdigest() == seen["sha_before"]   # epoch 0's checkpoint, whole
+    assert _leftovers(tmp_path) == []
+    record = json.loads((cell / "metrics.json").read_text())
+    assert record["status"] == "failed" and record["error"] == line.removeprefix("error: ")
+
+    monkeypatch.undo()                                   # the disk has room again: follow the advice
+    monkeypatch.setenv("LANGREPR_DIGEST_CACHE", str(tmp_path / "digests.json"))
+    code = run_main(_cell_args(ptb_root, tmp_path, "ckpt_path=auto"))
+    err = capfd.readouterr().err
+    assert code == 0 and not error_lines(err), err[-3000:]
+    record = json.loads((cell / "metrics.json").read_text())
+    assert record["status"] == "finished" and record["resumed_from_step"] == 2 and record["steps"] == 4
+
+
+def test_disk_full_on_the_first_checkpoint_says_the_rerun_starts_over(ptb_root, tmp_path, capfd, monkeypatch):
+    import torch
+
+    import langrepr.callbacks as callbacks
+
+    def save(obj, f, *args, **kwargs):           # checkpoints only (the data cache also uses torch.save)
+        if Path(getattr(f, "name", "")).name.endswith(".ckpt.tmp"):
+            _raise_torch_enospc()
+        return real_save(obj, f, *args, **kwargs)
+
+    real_save = torch.save
+    monkeypatch.setattr(callbacks.torch, "save", save)
+    code = run_main(_cell_args(ptb_root, tmp_path))
+    err = capfd.readouterr().err
+    assert code == 2 and "Traceback" not in err, err[-3000:]
+    (line,) = error_lines(err)
+    assert line.endswith("then rerun the same command (no checkpoint of this cell was complete yet, so it starts over)")
+    assert not list((tmp_path / "out" / "cell" / "checkpoints").glob("*")) and _leftovers(tmp_path) == []
+    monkeypatch.setattr(callbacks.torch, "save", real_save)
+    assert run_main(_cell_args(ptb_root, tmp_path)) == 0      # the advice: the same command
+
+
+def test_a_real_full_device_under_torch_save_is_one_line(ptb_root, tmp_path, capfd, monkeypatch):
+    """Not a mock of the exception: torch.save writes to /dev/full and raises whatever it raises there."""
+    import builtins
+
+    import langrepr.callbacks as callbacks
+
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    count = {"n": 0}
+
+    def full_open(file, mode="r", *args, **kwargs):
+        if Path(str(file)).name == ".last.ckpt.tmp":
+            count["n"] += 1
+            if count["n"] == 2:
+                builtins.open(file, mode).close()          # the temporary file exists, as it would
+                return builtins.open("/dev/full", mode)
+        return builtins.open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(callbacks, "open", full_open, raising=False)
+    code = run_main(_cell_args(ptb_root, tmp_path))
+    err = capfd.readouterr().err
+    assert code == 2 and "Traceback" not in err, err[-3000:]
+    (line,) = error_lines(err)
+    assert "No space left on device" in line and "ckpt_path=auto" in line, line
+    assert _leftovers(tmp_path) == [] and (tmp_path / "out" / "cell" / "checkpoints" / "last.ckpt").is_file()
+
+
+@pytest.mark.parametrize("target", ["metrics.json", "config_resolved.yaml"])
+def test_disk_full_writing_a_result_file_is_one_line_naming_it(target, ptb_root, tmp_path, capfd, monkeypatch):
+    """A real ENOSPC from the kernel (the temporary file's descriptor points at /dev/full)."""
+    import os
+    import tempfile
+
+    import langrepr.utils as utils
+
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    real_mkstemp, hits = tempfile.mkstemp, []
+
+    def mkstemp(*args, **kwargs):
+        fd, tmp = real_mkstemp(*args, **kwargs)
+        if Path(tmp).name.startswith(f".{target}.") and not hits:
+            hits.append(tmp)
+            os.close(fd)
+            return os.open("/dev/full", os.O_WRONLY), tmp
+        return fd, tmp
+
+    monkeypatch.setattr(utils.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(utils, "open_mode", lambda fd: None)   # never chmod the device node
+    code = run_main(_cell_args(ptb_root, tmp_path))
+    err = capfd.readouterr().err
+    assert code == 2 and "Traceback" not in err and hits, err[-3000:]
+    cell = tmp_path / "out" / "cell"
+    assert error_lines(err) == [f"error: cannot write {cell / target}: No space left on device; free disk space or "
+                                "point paths.output_root at a writable folder (completed files were written "
+                                "atomically)"]
+    assert _leftovers(tmp_path) == [] and not Path(hits[0]).exists()
+
+
+def test_disk_full_writing_the_csv_log_is_one_line(ptb_root, tmp_path, capfd, monkeypatch):
+    from lightning_fabric.loggers.csv_logs import _ExperimentWriter
+
+    def save(self):
+        with open("/dev/full", "w") as fh:                # what a full disk does to the CSV append
+            fh.write("step,val/loss\n" * 100)
+
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    monkeypatch.setattr(_ExperimentWriter, "save", save)
+    code = run_main(_cell_args(ptb_root, tmp_path))
+    err = capfd.readouterr().err
+    assert code == 2 and "Traceback" not in err, err[-3000:]
+    (line,) = error_lines(err)
+    assert "No space left on device" in line and "paths.output_root" in line
+    assert _leftovers(tmp_path) == []

@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import random
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import Checkpoint
 
-from langrepr.errors import Diverged
+from langrepr.errors import Diverged, UserError, write_failure
 
 log = logging.getLogger("langrepr.train")
 META_KEY = "langrepr"
@@ -38,8 +39,25 @@ META_KEY = "langrepr"
 
 # ---------------------------------------------------------------- atomic checkpoint files
 
+def _free_space(folder: Path) -> str:
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return "unknown"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if free < 1024 or unit == "GiB":
+            return f"{free:.0f} {unit}" if unit == "B" else f"{free:.1f} {unit}"
+        free /= 1024
+    return "unknown"   # pragma: no cover
+
+
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """torch.save into `.<name>.tmp` in the same folder, then os.replace: readers see old or new, never torn."""
+    """torch.save into `.<name>.tmp` in the same folder, then os.replace: readers see old or new, never torn.
+
+    A write that fails (a full disk: torch raises RuntimeError, not OSError; a quota; a read-only folder)
+    removes the temporary file and becomes one line (UserError) that says how to resume: the previous
+    checkpoint of that name is untouched.
+    """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
         path = Path(path)
@@ -51,9 +69,21 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as err:
             tmp.unlink(missing_ok=True)
-            raise
+            reason = write_failure(err) if isinstance(err, (OSError, RuntimeError)) else None
+            if reason is None:
+                raise
+            raise UserError(f"cannot write checkpoint {path}: {reason} ({_free_space(path.parent)} free there); free "
+                            f"disk space or point paths.output_root at a writable folder, then {_resume_advice(path)}"
+                            ) from None
+
+
+def _resume_advice(path: Path) -> str:
+    last = path.parent / "last.ckpt"
+    if last.exists():
+        return f"rerun the same command with ckpt_path=auto (it resumes from {last}, which is intact)"
+    return "rerun the same command (no checkpoint of this cell was complete yet, so it starts over)"
 
 
 # ---------------------------------------------------------------- divergence
@@ -246,8 +276,6 @@ class LastCheckpoint(Checkpoint):
 
 def read_checkpoint_meta(path: Path) -> dict[str, Any]:
     """`checkpoint["langrepr"]` of a checkpoint file; UserError naming the file when it cannot be read."""
-    from langrepr.errors import UserError
-
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as err:  # noqa: BLE001  (truncated zip, pickle error, ...)

@@ -1,5 +1,18 @@
 """The exception types a user sees as a single line instead of a traceback."""
 
+from __future__ import annotations
+
+import errno
+import os
+import re
+
+# torch's zip writer turns a failed write (a full disk) into a RuntimeError; the OSError, when there is one, is
+# only its __context__ ("[enforce fail at inline_container.cc:672] . unexpected pos ...", or, writing to a path,
+# "PytorchStreamWriter failed writing file data/0: file write failed")
+TORCH_WRITE_FAILED = re.compile(r"PytorchStreamWriter failed writing|file write failed|unexpected pos|"
+                                r"inline_container\.cc")
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG, errno.EIO)
+
 
 class UserError(Exception):
     """Bad input the user can fix: the message says what is wrong and how to fix it, in one line.
@@ -16,3 +29,21 @@ def one_line(err: BaseException) -> str:
     """An exception as one line (what `metrics.json` records as a failed cell's error)."""
     text = " ".join(str(err).split()) or type(err).__name__
     return text if isinstance(err, UserError) else f"{type(err).__name__}: {text}"
+
+
+def write_failure(err: BaseException) -> str | None:
+    """Why a write failed ('No space left on device', ...) when `err` is a failed write; None otherwise.
+
+    Looks through the exception's cause/context chain for the OSError, so torch.save's RuntimeError on a full
+    disk is recognised as what it is.
+    """
+    seen: list[BaseException] = []
+    cause: BaseException | None = err
+    while cause is not None and all(cause is not s for s in seen):
+        seen.append(cause)
+        if isinstance(cause, OSError) and cause.errno in WRITE_ERRNOS:
+            return cause.strerror or os.strerror(cause.errno)
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(err, RuntimeError) and TORCH_WRITE_FAILED.search(str(err)):
+        return f"the write failed ({' '.join(str(err).split())[:120]})"
+    return None

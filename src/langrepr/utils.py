@@ -35,6 +35,12 @@ def open_mode(fd: int) -> None:
     os.fchmod(fd, 0o666 & ~current_umask())
 
 
+def _name_the_file(err: BaseException, path: Path) -> None:
+    """A write error on a file descriptor has no file name; give it the file being written (the error line names it)."""
+    if isinstance(err, OSError) and err.filename is None:
+        err.filename = str(path)
+
+
 def write_json_atomic(path: str | Path, payload: Any) -> None:
     """Write JSON so that a crash never leaves a half-written file (readers see old or new, never torn)."""
     path = Path(path)
@@ -46,8 +52,9 @@ def write_json_atomic(path: str | Path, payload: Any) -> None:
             json.dump(payload, fh, indent=2, sort_keys=False, default=str)
             fh.write("\n")
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        _name_the_file(err, path)
         raise
 
 
@@ -61,8 +68,9 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        _name_the_file(err, path)
         raise
 
 
