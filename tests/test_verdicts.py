@@ -151,3 +151,21 @@ def test_a_cell_scored_under_an_older_metric_definition_is_stale_not_reused():
     assert "stale (metric redefined" in to_markdown(table, spec)
     current = dict(old, metric_versions={"auroc": 2})
     assert build(spec, [current], "quick")["rows"][0]["cells"]["AUROC"]["ours"] == 0.9
+
+
+def test_rejudge_fills_a_row_read_from_another_table_from_that_tables_json(tmp_path):
+    render("ewe_table3", "quick", tmp_path)
+    render("ewe_table5", "quick", tmp_path)
+    t3_path = tmp_path / "tables" / "ewe_table3.quick.json"
+    t3 = json.loads(t3_path.read_text())
+    for row in t3["rows"]:
+        if row["key"] == "CANINE_ORIG":
+            row["cells"]["2015A F1"].update(ours=55.8, std=1.4, n=3)
+    t3_path.write_text(json.dumps(t3))
+    t5_path = tmp_path / "tables" / "ewe_table5.quick.json"
+    t5 = json.loads(t5_path.read_text())
+    t5["rows"] = [r for r in t5["rows"] if "CANINE_ORIG" not in r["key"]]   # a JSON from before the row existed
+    t5_path.write_text(json.dumps(t5))
+    result = rejudge("ewe_table5", "quick", tmp_path)
+    row = next(r for r in result["rows"] if "CANINE_ORIG" in r["key"])
+    assert row["cells"]["2015A F1"]["ours"] == 55.8 and row["cells"]["2015A F1"]["n"] == 3

@@ -465,6 +465,30 @@ def render(table: str, profile: str = "full", outputs: str | Path = "outputs", f
     return result
 
 
+def borrowed_rows(spec: dict, main_run_id: str, profile: str, outputs: Path) -> dict[str, dict]:
+    """Rows read from another table's cells (`run_id:`), taken from that table's rendered JSON.
+
+    The other table's row is the one with the same `match`; its cells are the same runs, so a clone can re-judge
+    a table whose spec gained such a row without re-running anything.
+    """
+    found = {}
+    for row in spec["rows"]:
+        rid = row["run_id"]
+        if rid == main_run_id or row.get("sources"):
+            continue
+        try:
+            other_cfg = experiment_config(rid, profile)
+        except UserError:
+            continue
+        other_spec = table_spec(other_cfg, rid)
+        twin = next((r for r in other_spec["rows"] if r.get("match") == row.get("match")), None)
+        other = existing_table(outputs / "tables" / f"{table_stem(rid, other_cfg.profile_name)}.json")
+        cells = next((r["cells"] for r in other.get("rows", []) if twin and r["key"] == twin["key"]), None)
+        if cells:
+            found[row["key"]] = {"key": row["key"], "cells": cells}
+    return found
+
+
 def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs") -> dict:
     """Recompute floors, roles and verdicts of a rendered table from its JSON alone and the current spec.
 
@@ -480,6 +504,7 @@ def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs") 
         raise UserError(f"{path} does not exist: render the table first (`make {table.replace('_', '-')} "
                         f"PROFILE={profile}`)")
     old_rows = {r["key"]: r for r in old.get("rows", [])}
+    old_rows.update(borrowed_rows(spec, cfg.run_id, profile, Path(outputs)))
     empty = {"ours": None, "paper": None, "std": None, "n": 0, "runs": [], "seeds": [], "commits": [], "diverged": []}
     rows = []
     for row in spec["rows"]:
