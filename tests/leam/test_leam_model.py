@@ -192,17 +192,19 @@ def test_precision_at_k_hand_values():
     assert metric.compute().item() == pytest.approx((0.5 + 1.0) / 2)
 
 
-def test_present_label_auroc_skips_labels_without_both_classes():
-    from langrepr.tasks.label_embedding import PresentLabelAUROC
+def test_macro_auroc_skips_labels_without_both_classes_micro_keeps_every_cell():
+    from langrepr.metrics import MacroAUROC, MicroAUROC
 
     scores = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.8, 0.5], [0.6, 0.3, 0.5]])
-    labels = torch.tensor([[1, 0, 0], [0, 1, 0], [0, 0, 0]])       # label 2 never positive: left out
-    macro, micro = PresentLabelAUROC("macro"), PresentLabelAUROC("micro")
+    labels = torch.tensor([[1, 0, 0], [0, 1, 0], [0, 0, 0]])       # label 2 never positive
+    macro, micro = MacroAUROC(), MicroAUROC()
     macro.update(scores, labels)
     micro.update(scores, labels)
-    assert macro.compute().item() == pytest.approx(1.0)            # both present labels rank perfectly
-    # micro over labels 0-1: positives 0.9, 0.8 vs negatives 0.2, 0.6, 0.1, 0.3 -> all pairs ordered
+    assert macro.compute().item() == pytest.approx(1.0)            # labels 0-1 rank perfectly; 2 is left out
+    # micro over all 9 cells (CAML): positives 0.9, 0.8 vs the 7 negatives incl. label 2's 0.5s -> all ordered
     assert micro.compute().item() == pytest.approx(1.0)
+    micro.update(torch.tensor([[0.1, 0.1, 0.95]]), torch.tensor([[0, 0, 0]]))   # label 2 now outranks both
+    assert micro.compute().item() == pytest.approx(18 / 20)        # 0.9 beats 9 of 10 negatives, 0.8 beats 9
 
 
 def test_output_bias_is_the_last_head_bias_and_a_prior_start_reaches_the_logits():

@@ -7,6 +7,7 @@
   iterations of a model, measured at a fixed batch and length on random ids.
 
 Each builds the run's datamodule from its config (same split, caps and tokenizer) and returns flat metrics.
+Multi-label rows are scored by `langrepr.metrics`, the code the model rows use (CAML's conventions).
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from langrepr import metrics
 from langrepr.errors import UserError
+
+
+def _check_macro_f1(convention: str) -> None:
+    """Before any data is read or a model fitted."""
+    if convention not in metrics.MACRO_F1:
+        raise UserError(f"pipeline.macro_f1={convention!r}: choose {' or '.join(metrics.MACRO_F1)}")
 
 
 def _datamodule(datamodule: DictConfig, tokenizer: DictConfig) -> Any:
@@ -41,14 +49,19 @@ def majority_class(datamodule: DictConfig, tokenizer: DictConfig, output_dir: st
 
 def bow_logistic_regression(datamodule: DictConfig, tokenizer: DictConfig, output_dir: str | None = None,
                             features: str = "count", ngram_max: int = 1, max_features: int | None = 50000,
-                            C: float = 1.0, max_iter: int = 1000, seed: int = 0) -> dict[str, float]:
-    """Bag-of-words (or TF-IDF) logistic regression fitted on train (val unused), scored on test."""
+                            C: float = 1.0, max_iter: int = 1000, seed: int = 0, threshold: float = 0.5,
+                            macro_f1: str = "caml") -> dict[str, float]:
+    """Bag-of-words (or TF-IDF) logistic regression fitted on train (val unused), scored on test.
+
+    Multi-label: one-vs-rest, scored by `multilabel_scores` at `threshold` with the `macro_f1` convention.
+    """
     from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.multiclass import OneVsRestClassifier
 
     from langrepr.data.classification.vocab import split_words
 
+    _check_macro_f1(macro_f1)
     dm = _datamodule(datamodule, tokenizer)
     train_x, train_y = dm.texts_and_labels("train")
     test_x, test_y = dm.texts_and_labels("test")
@@ -64,19 +77,20 @@ def bow_logistic_regression(datamodule: DictConfig, tokenizer: DictConfig, outpu
         for i, labs in enumerate(train_y):
             y_train[i, labs] = 1
         scores = OneVsRestClassifier(model).fit(x_train, y_train).predict_proba(x_test)
-        return multilabel_scores(scores, test_y, dm.num_labels)
+        return multilabel_scores(scores, test_y, dm.num_labels, threshold, macro_f1=macro_f1)
     model.fit(x_train, train_y)
     return {"test/test/acc": float(np.mean(model.predict(x_test) == np.asarray(test_y))),
             "reference/features": float(x_train.shape[1])}
 
 
 def label_prior(datamodule: DictConfig, tokenizer: DictConfig, output_dir: str | None = None,
-                threshold: float = 0.5) -> dict[str, float]:
+                threshold: float = 0.5, macro_f1: str = "caml") -> dict[str, float]:
     """Multi-label reference row: every test document scored with the training label frequencies.
 
     Reads labels through the datamodule's own loaders, so it works for any multi-label datamodule
     (MIMIC-III 50, the synthetic or real patents) and sees the rows the nets see.
     """
+    _check_macro_f1(macro_f1)
     dm = _datamodule(datamodule, tokenizer)
     train = torch.cat([b["labels"] for b in dm.train_dataloader()]).float()
     prior = train.mean(0).numpy()
@@ -85,28 +99,33 @@ def label_prior(datamodule: DictConfig, tokenizer: DictConfig, output_dir: str |
     for name, loader in zip(getattr(dm, "test_splits", ["test"]), loaders if isinstance(loaders, list) else [loaders]):
         test = torch.cat([b["labels"] for b in loader]).numpy()
         labels = [np.flatnonzero(row).tolist() for row in test]
-        out.update(multilabel_scores(np.tile(prior, (len(test), 1)), labels, test.shape[1], threshold, split=name))
+        out.update(multilabel_scores(np.tile(prior, (len(test), 1)), labels, test.shape[1], threshold, split=name,
+                                     macro_f1=macro_f1))
     return out
 
 
 def multilabel_scores(scores: np.ndarray, labels: list[list[int]], num_labels: int, threshold: float = 0.5,
-                      k: int = 5, split: str = "test") -> dict[str, float]:
-    """Table 5 metrics (Mullenbach et al.): macro/micro F1 at `threshold`, macro/micro AUC, P@k."""
-    from sklearn.metrics import f1_score, roc_auc_score
+                      k: int = 5, split: str = "test", macro_f1: str = "caml") -> dict[str, float]:
+    """Table 5 metrics in CAML's conventions (Mullenbach et al. 2018), as the LEAM task scores its model rows.
 
-    truth = np.zeros((len(labels), num_labels), dtype=np.int64)
+    A label is predicted when its score is > `threshold`. Micro F1 and micro AUC pool every (document, label)
+    cell, no label dropped; macro AUC averages the labels with both positive and negative test documents;
+    macro F1 is `caml` (harmonic mean of macro P and macro R) or `per_label_mean` (mean of per-label F1).
+    """
+    _check_macro_f1(macro_f1)
+    truth = np.zeros((len(labels), num_labels), dtype=bool)
     for i, labs in enumerate(labels):
-        truth[i, labs] = 1
-    pred = (scores >= threshold).astype(np.int64)
-    present = truth.sum(0) > 0
-    present &= truth.sum(0) < len(truth)          # AUC needs both classes of a label in the test split
-    if not present.any():
-        raise UserError("no label has both positive and negative test documents: AUC is undefined; use more test rows")
+        truth[i, labs] = True
+    positives = truth.sum(0)
+    if not ((positives > 0) & (positives < len(truth))).any():
+        raise UserError("no label has both positive and negative test documents: macro AUC is undefined; "
+                        "use more test rows")
+    counts = metrics.label_counts(metrics.predict(scores, threshold), truth)
     top = np.argsort(-scores, axis=1)[:, :k]
-    return {f"test/{split}/f1_macro": float(f1_score(truth, pred, average="macro", zero_division=0)),
-            f"test/{split}/f1": float(f1_score(truth, pred, average="micro", zero_division=0)),
-            f"test/{split}/auc_macro": float(roc_auc_score(truth[:, present], scores[:, present], average="macro")),
-            f"test/{split}/auc_micro": float(roc_auc_score(truth[:, present], scores[:, present], average="micro")),
+    return {f"test/{split}/f1_macro": float(metrics.macro_f1(*counts, macro_f1)),
+            f"test/{split}/f1": float(metrics.micro_f1(*counts)),
+            f"test/{split}/auc_macro": float(metrics.macro_auroc(scores, truth)),
+            f"test/{split}/auc_micro": float(metrics.micro_auroc(scores, truth)),
             f"test/{split}/p@{k}": float(np.take_along_axis(truth, top, axis=1).mean())}
 
 

@@ -3,7 +3,8 @@
 Two `stage: pipeline` cells (conf/model/patent_label_prior.yaml, patent_tfidf_probe.yaml): the label prior
 (every document gets the training label frequencies as scores, so it predicts the train-frequent label set
 at the task's threshold) and a TF-IDF + one-vs-rest logistic-regression probe (scikit-learn). They make a
-quick table readable at a glance: is a model above chance, and how far from a simple probe.
+quick table readable at a glance: is a model above chance, and how far from a simple probe. They are scored
+by `langrepr.metrics`, the code that scores the model rows (`tasks/classification.py`).
 """
 
 from __future__ import annotations
@@ -14,18 +15,21 @@ import numpy as np
 from hydra.utils import instantiate
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import precision_recall_fscore_support, roc_auc_score
+from sklearn.metrics import precision_recall_fscore_support
 from sklearn.multiclass import OneVsRestClassifier
 
 from langrepr.data.patents.uspto import PatentDataModule
+from langrepr.metrics import micro_auroc, predict
 
 
 def multilabel_scores(y: np.ndarray, scores: np.ndarray, threshold: float) -> dict[str, float]:
-    """Micro P/R/F1 at `threshold` and micro AUROC over the labels that occur and do not always occur."""
-    p, r, f1, _ = precision_recall_fscore_support(y, scores > threshold, average="micro", zero_division=0)
-    keep = (y.sum(0) > 0) & (y.sum(0) < len(y))
-    auroc = roc_auc_score(y[:, keep], scores[:, keep], average="micro") if keep.any() else float("nan")
-    return {"f1": float(f1), "precision": float(p), "recall": float(r), "auroc": float(auroc)}
+    """Micro P/R/F1 at score > `threshold` and micro AUROC, as the model rows score them.
+
+    The AUROC is one exact ROC over every (document, label) cell, no label dropped.
+    """
+    p, r, f1, _ = precision_recall_fscore_support(y, predict(scores, threshold).numpy(), average="micro",
+                                                  zero_division=0)
+    return {"f1": float(f1), "precision": float(p), "recall": float(r), "auroc": float(micro_auroc(scores, y))}
 
 
 def _datamodule(datamodule: Any, tokenizer: Any) -> PatentDataModule:
