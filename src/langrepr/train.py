@@ -25,6 +25,7 @@ from langrepr import cell
 from langrepr.callbacks import AtomicCheckpointIO, LastCheckpoint
 from langrepr.confpaths import CONF_DIR
 from langrepr.errors import Diverged, UserError, one_line
+from langrepr.metric_versions import METRIC_VERSIONS
 from langrepr.scale_out import fit_batch_to_devices, is_writer, write_record
 from langrepr.utils import git_commit, package_versions, write_text_atomic
 from langrepr.validation import canonical_overrides, check_command_line, validate_config
@@ -122,6 +123,7 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
         "status": "running", "run_id": cfg.run_id, "profile": cfg.profile_name, "seed": int(cfg.seed),
         "commit": git_commit(), "versions": package_versions(), "fingerprint": fingerprint, "data_digest": digest,
         "choices": choices, "overrides": overrides, "deterministic": bool(cfg.trainer.get("deterministic", False)),
+        "metric_versions": dict(METRIC_VERSIONS),   # the metric definitions its values follow (stale_metrics)
     }
     write_record(output_dir / "metrics.json", record)
     try:
