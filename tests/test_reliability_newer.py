@@ -383,3 +383,118 @@ def test_disk_full_writing_the_csv_log_is_one_line(ptb_root, tmp_path, capfd, mo
     (line,) = error_lines(err)
     assert "No space left on device" in line and "paths.output_root" in line
     assert _leftovers(tmp_path) == []
+
+
+# ---------------------------------------------------------------- 5. best-so-far metrics across a resume
+
+class SimulatedKill(Exception):
+    """Stands for kill -9 right after a checkpoint write (the process ends; last.ckpt is what survives)."""
+
+
+def _write_shifted_ptb(root: Path) -> Path:
+    """Training text in one word order, validation/test in the reverse: the model overfits, so validation gets
+    worse after epoch 1 and the best epoch lies before the kill."""
+    ptb = root / "shifted" / "ptb"
+    ptb.mkdir(parents=True)
+    (ptb / "ptb.train.txt").write_text("".join(f"the w{i % 13} of w{i % 7} N\n" for i in range(120)))
+    for name in ("ptb.valid.txt", "ptb.test.txt"):
+        (ptb / name).write_text("".join(f"N w{i % 7} of w{i % 13} the\n" for i in range(30)))
+    return ptb.parent
+
+
+def _val_curve(cell: Path) -> list[dict]:
+    import csv
+
+    with open(cell / "csv" / "metrics.csv", newline="") as fh:
+        rows = [{k: v for k, v in r.items() if k.startswith("val/") and v} for r in csv.DictReader(fh)]
+    return [r for r in rows if r]
+
+
+RESUME_CELLS = {
+    "masked_lm": (["dataset=ptb", "model=tensorcoder_1conv", "model.net.hidden_size=16", "model.net.num_layers=1",
+                   "model.net.intermediate_size=16"], "val/nll", "val/nll_best"),
+    "causal_lm": (["dataset=ptb_causal", "model=causal_lm", "model.net.hidden_size=16", "model.net.num_layers=1",
+                   "model.net.num_heads=2", "model.net.intermediate_size=16"], "val/ppl", "val/ppl_best"),
+}
+
+
+@pytest.mark.parametrize("task", sorted(RESUME_CELLS))
+def test_resume_keeps_the_best_so_far_metrics(task, tmp_path, capfd, monkeypatch):
+    from langrepr.callbacks import LastCheckpoint
+
+    monkeypatch.setenv("LANGREPR_DIGEST_CACHE", str(tmp_path / "digests.json"))
+    args, monitor, best = RESUME_CELLS[task]
+    data = _write_shifted_ptb(tmp_path)
+    common = [*args, "debug=smoke", "dataset.datamodule.seq_len=16", "trainer.max_epochs=3", "optimizer.lr=0.1",
+              f"paths.data_dir={data}", f"paths.cache_dir={tmp_path}/cache", "ckpt_path=auto"]
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    assert run_main([*common, f"hydra.run.dir={straight}", f"paths.output_root={straight}"]) == 0
+    reference = json.loads((straight / "metrics.json").read_text())
+    curve = [float(r[monitor]) for r in _val_curve(straight)]
+    assert len(curve) == 3 and min(curve[:2]) < curve[2], f"the best epoch must lie before the kill: {curve}"
+
+    real_end = LastCheckpoint.on_train_epoch_end
+
+    def end_then_kill(self, trainer, pl_module):
+        real_end(self, trainer, pl_module)
+        if trainer.current_epoch == 1:              # last.ckpt of epoch 2 (of 3) is on disk
+            raise SimulatedKill
+
+    monkeypatch.setattr(LastCheckpoint, "on_train_epoch_end", end_then_kill)
+    assert run_main([*common, f"hydra.run.dir={killed}", f"paths.output_root={killed}"]) == 1
+    monkeypatch.setattr(LastCheckpoint, "on_train_epoch_end", real_end)
+    assert "SimulatedKill" in capfd.readouterr().err
+
+    assert run_main([*common, f"hydra.run.dir={killed}", f"paths.output_root={killed}"]) == 0
+    resumed = json.loads((killed / "metrics.json").read_text())
+    assert resumed["status"] == "finished" and resumed["resumed_from_step"] == 4 and resumed["steps"] == 6
+    assert resumed["metrics"][best] == reference["metrics"][best] == min(curve)
+    assert resumed["metrics"] == reference["metrics"]               # every metric, bit for bit
+    assert _val_curve(killed) == _val_curve(straight)               # and every logged validation row
+
+
+def test_every_best_tracker_of_these_tasks_is_kept():
+    """Each MinMetric/MaxMetric (and first value) a task logs is listed in its `tracked`."""
+    import ast
+    import inspect
+
+    from langrepr.tasks.causal_lm import CausalLMTask
+    from langrepr.tasks.masked_lm import MaskedLMTask
+    from langrepr.tasks.trackers import KeepsTrackers
+    from langrepr.tasks.translation import TranslationTask
+
+    for cls in (MaskedLMTask, TranslationTask, CausalLMTask):
+        assert issubclass(cls, KeepsTrackers)
+        source = inspect.getsource(cls)
+        trackers = {t.attr for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Assign)
+                    for t in ast.walk(node.targets[0]) if isinstance(t, ast.Attribute)
+                    and (t.attr.endswith("_best") or t.attr.endswith("_first"))}
+        assert trackers and trackers == set(cls.tracked), (cls.__name__, trackers, cls.tracked)
+
+
+def test_a_checkpoint_without_trackers_still_loads():
+    """A checkpoint written before the trackers were kept resumes with fresh trackers, as before."""
+    from torchmetrics import MinMetric
+
+    from langrepr.tasks.trackers import KeepsTrackers
+
+    class Task(KeepsTrackers, __import__("pytorch_lightning").LightningModule):
+        tracked = ("best", "first")
+
+        def __init__(self):
+            super().__init__()
+            self.best, self.first = MinMetric(), None
+
+    old, new = Task(), Task()
+    old.best.update(3.0)
+    old.best.update(2.0)
+    old.first = 3.0
+    ckpt: dict = {}
+    old.on_save_checkpoint(ckpt)
+    new.on_load_checkpoint(ckpt)
+    assert float(new.best.compute()) == 2.0 and new.first == 3.0
+    new.best.update(2.5)
+    assert float(new.best.compute()) == 2.0
+    fresh = Task()
+    fresh.on_load_checkpoint({})
+    assert fresh.first is None and fresh.best._update_count == 0

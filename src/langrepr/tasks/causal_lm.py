@@ -31,6 +31,7 @@ from langrepr.errors import UserError
 from langrepr.pipelines.cipher_embedding import cached_cipher_embedding
 from langrepr.tasks.masked_lm import log_test_nll
 from langrepr.tasks.optim import configure
+from langrepr.tasks.trackers import KeepsTrackers
 
 
 def next_token_targets(input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -50,7 +51,7 @@ def training_stream(datamodule: Any) -> np.ndarray:
     return ids[mask.bool()].numpy()
 
 
-class CausalLMTask(pl.LightningModule):
+class CausalLMTask(KeepsTrackers, pl.LightningModule):
     """Next-word LM over a net like `langrepr.models.causal_lm.CausalTransformerLM`.
 
     Args:
@@ -59,6 +60,8 @@ class CausalLMTask(pl.LightningModule):
         freeze_embedding_steps: optimiser steps during which the input embedding is not updated.
         datamodule_kwargs: the datamodule's ``task_kwargs`` (mask id of the masked-LM datamodules), unused.
     """
+
+    tracked = ("val_ppl_best", "val_ppl_first")   # best-so-far trackers, kept in checkpoints (tasks/trackers.py)
 
     def __init__(self, net: nn.Module, optimizer: Callable, scheduler: Callable | None = None,
                  warm_start: dict | None = None, freeze_embedding_steps: int = 0, **datamodule_kwargs: Any) -> None:

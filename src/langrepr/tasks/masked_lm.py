@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric, MinMetric
 
 from langrepr.tasks.optim import configure
+from langrepr.tasks.trackers import KeepsTrackers
 
 IGNORE_INDEX = -100
 EVAL_MASK_SEED = 1234  # default seed of the fixed validation/test masks
@@ -72,7 +73,7 @@ def eval_mask_generator(seed: int, batch_idx: int, dataloader_idx: int = 0) -> t
     return g
 
 
-class MaskedLMTask(pl.LightningModule):
+class MaskedLMTask(KeepsTrackers, pl.LightningModule):
     """Encoder-only masked LM over a net like `langrepr.models.tensorcoder.MaskedLMModel`.
 
     The net maps (input_ids, attention_mask, select) to the logits of the selected positions (K, V).
@@ -81,6 +82,8 @@ class MaskedLMTask(pl.LightningModule):
         mask_token_id / num_special_tokens: come from the datamodule's ``task_kwargs`` (its vocabulary).
         eval_mask_seed: seed of the fixed validation/test masks.
     """
+
+    tracked = ("val_nll_best",)   # best-so-far trackers, carried through checkpoints (tasks/trackers.py)
 
     def __init__(
         self,

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from torchmetrics import MaxMetric, MeanMetric
 
 from langrepr.tasks.optim import configure
+from langrepr.tasks.trackers import KeepsTrackers
 
 IGNORE_INDEX = -100
 
@@ -91,8 +92,10 @@ def beam_search(
     return [max(f)[1] if f else [] for f in finished]
 
 
-class TranslationTask(pl.LightningModule):
+class TranslationTask(KeepsTrackers, pl.LightningModule):
     """Sequence-to-sequence translation with label smoothing, beam search and sacreBLEU."""
+
+    tracked = ("val_bleu_best",)   # best-so-far trackers, carried through checkpoints (tasks/trackers.py)
 
     def __init__(
         self,
