@@ -8,6 +8,11 @@ Hashing a corpus on every run would cost seconds to minutes, so each file's sha2
 (path, size, mtime, ctime, inode): an unchanged file is never read again, while any write — even one
 that restores the mtime — changes the ctime and forces a rehash. The cache is one JSON file
 (`$LANGREPR_DIGEST_CACHE`, default `~/.cache/langrepr/digests.json`), written atomically.
+
+What a cell read is recorded as it runs (`recording_reads`): every file it opens for reading under its data
+roots (seen through a Python audit hook, so every reader is covered without declaring its files) and every file
+digested here (a cache hit reads no input but is keyed by the inputs' digests). The cell stores their sha256 in
+`metrics.json` and is reused only while they are unchanged (`changed_files`).
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +72,9 @@ def sha256_stream(path: Path) -> str:
 def file_digests(paths: Iterable[str | os.PathLike]) -> dict[str, str]:
     """sha256 of each file (absolute path -> hex), reusing cached values for files that did not change."""
     cache, dirty, out = _load_cache(), False, {}
-    for p in paths:
-        path = Path(p).resolve()
+    paths = [Path(p).resolve() for p in paths]
+    note_read(paths)
+    for path in paths:
         try:
             st = path.stat()
         except OSError:
@@ -93,6 +101,85 @@ def combined_digest(named: dict[str, str]) -> str:
     for name in sorted(named):
         h.update(f"{name}:{named[name]}\n".encode())
     return h.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- what a cell read
+
+class Reads:
+    """The data files one cell read: opened for reading under one of `roots` (outside `exclude`), or digested."""
+
+    def __init__(self, roots: Iterable[str | os.PathLike] = (), exclude: Iterable[str | os.PathLike] = ()):
+        self.roots = [os.path.realpath(r) for r in roots]
+        self.exclude = [os.path.realpath(e) for e in exclude]
+        self.files: set[str] = set()
+
+    def consider(self, path: str | bytes | os.PathLike) -> None:
+        real = os.path.realpath(os.fsdecode(path))
+        if any(_under(real, e) for e in self.exclude) or not any(_under(real, r) for r in self.roots):
+            return
+        if os.path.isfile(real):
+            self.files.add(real)
+
+    def digests(self) -> dict[str, str]:
+        """{path: sha256} of every file read (cached by stat, so this reads nothing twice)."""
+        return file_digests(sorted(self.files)) if self.files else {}
+
+
+_RECORDING: list[Reads] = []   # the cells (and caches) recording now, innermost last
+_HOOKED = False
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _on_audit(event: str, args: tuple) -> None:
+    """`sys.addaudithook` callback: a file opened for reading while a cell records is one it read."""
+    if event != "open" or not _RECORDING:
+        return
+    try:
+        path, mode, flags = args
+        if path is None or isinstance(path, int):
+            return
+        if mode is None:                                   # os.open: flags say how
+            if flags & (os.O_WRONLY | os.O_RDWR):
+                return
+        elif any(c in mode for c in "wax+"):
+            return
+        for reads in list(_RECORDING):
+            reads.consider(path)
+    except Exception:  # noqa: BLE001  (an audit hook must never break the open it watches)
+        pass
+
+
+@contextmanager
+def recording_reads(roots: Iterable[str | os.PathLike] = (), exclude: Iterable[str | os.PathLike] = ()
+                    ) -> Iterator[Reads]:
+    """Record the data files read inside the block (see `Reads`); blocks nest, each sees what is read inside it."""
+    global _HOOKED
+    if not _HOOKED:
+        sys.addaudithook(_on_audit)   # installed once per process; idle (one comparison) outside these blocks
+        _HOOKED = True
+    reads = Reads(roots, [*exclude, _cache_path()])
+    _RECORDING.append(reads)
+    try:
+        yield reads
+    finally:
+        _RECORDING.remove(reads)
+
+
+def note_read(paths: Iterable[str | os.PathLike]) -> None:
+    """Count `paths` as read by every recording block (a cache hit reads no input, but depends on it)."""
+    for reads in _RECORDING:
+        reads.files.update(os.path.realpath(p) for p in paths)
+
+
+def changed_files(recorded: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(changed, missing): which of the recorded {path: sha256} now hold other content, and which are gone."""
+    present = [p for p in recorded if os.path.isfile(p)]
+    now = file_digests(present)
+    changed = [p for p in present if now.get(str(Path(p).resolve())) != recorded[p]]
+    return changed, [p for p in recorded if p not in present]
 
 
 # ---------------------------------------------------------------- parquet exports (manifest.json)
