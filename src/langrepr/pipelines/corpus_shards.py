@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from langrepr.data.english.corpus import iter_documents, text_shards, tokenize_documents
+from langrepr.data.integrity import file_digests
 from langrepr.errors import UserError
 from langrepr.utils import write_json_atomic
 
@@ -30,6 +31,21 @@ _TOKENIZER = None
 
 def spec_hash(spec: dict) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def source_contents(sources: Iterable[dict], data_dir: str | Path | None) -> list[str | None]:
+    """sha256 of each local source file (None for a hub stream, or a file that is not there: reading it fails).
+
+    Part of every cache key built from the corpus, so new text in the same place is a new cache.
+    """
+    out: list[str | None] = []
+    for source in sources:
+        path = Path(data_dir) / source["path"] if "path" in source and data_dir is not None else None
+        if path is None or not path.is_file():
+            out.append(None)
+            continue
+        out.append(file_digests([path])[str(path.resolve())])
+    return out
 
 
 def encode_shard(texts: list[str], lowercase: bool = True) -> dict[str, np.ndarray]:
@@ -73,10 +89,13 @@ def _encode_and_save(job: tuple[int, list[str], str, bool]) -> int:
 def tokenise_corpus(cache_root: str | Path, sources: Iterable[dict], data_dir: str | Path | None,
                     shard_tokens: int = 1_000_000, max_tokens: int | None = None, lowercase: bool = True,
                     workers: int = 2) -> Path:
-    """Tokenised shards of the corpus under ``cache_root/corpus-<hash>`` (reused when already complete)."""
+    """Tokenised shards of the corpus under ``cache_root/corpus-<hash>`` (reused when already complete).
+
+    The hash covers the settings and the content of every local source file (`source_contents`).
+    """
     sources = [dict(s) for s in sources]
     spec = {"sources": sources, "shard_tokens": shard_tokens, "max_tokens": max_tokens, "lowercase": lowercase,
-            "tokenizer": "spacy.blank(en)"}
+            "tokenizer": "spacy.blank(en)", "content": source_contents(sources, data_dir)}
     folder = Path(cache_root) / f"corpus-{spec_hash(spec)}"
     if (folder / "corpus.json").exists():
         return folder

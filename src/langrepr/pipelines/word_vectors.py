@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from langrepr.data.integrity import recording_reads
 from langrepr.errors import UserError
 from langrepr.models.bit_cipher import build_cipher
 from langrepr.pipelines.cooccurrence import context_table, cooccurrence_matrix, log_transform
@@ -33,6 +34,7 @@ from langrepr.pipelines.corpus_shards import (
     corpus_shards,
     load_shard,
     merged_counts,
+    source_contents,
     spec_hash,
     tokenise_corpus,
 )
@@ -140,10 +142,31 @@ def build_vectors(output_dir: str, kind: str, corpus: dict, data_dir: str | None
     return metrics
 
 
+def input_contents(spec: dict[str, Any]) -> dict[str, Any]:
+    """The content an artefact is built from, for its key.
+
+    Each local corpus file's sha256, and those of the probe datasets whose tokens join the vocabulary (read here,
+    recording which files they are).
+    """
+    data_dir = spec.get("data_dir")
+    corpus = spec.get("corpus") or {}
+    extras = {}
+    if spec.get("extra_vocab") and data_dir is not None:
+        with recording_reads([data_dir]) as reads:
+            probe_vocabulary(data_dir, list(spec["extra_vocab"]))
+        extras = {str(Path(p).relative_to(Path(data_dir).resolve())): d for p, d in reads.digests().items()}
+    return {"corpus": source_contents(corpus.get("sources", []), data_dir), "extra_vocab": extras}
+
+
 def ensure_vectors(root: str | Path, spec: dict[str, Any]) -> tuple[Path, dict]:
-    """The artefact folder for `spec` under `root`, built now if no finished one exists."""
+    """The artefact folder for `spec` under `root`, built now if no finished one exists.
+
+    The folder's hash covers the settings and the content of the files the vectors are built from
+    (`input_contents`), so new text under the same data folder is a new artefact, never the old one.
+    """
     spec = dict(spec)
     key = {k: v for k, v in spec.items() if k not in ("workers", "cache_dir", "data_dir")}
+    key["content"] = input_contents(spec)
     folder = Path(root) / f"{spec['kind']}-{spec_hash(key)}"
     manifest = folder / "manifest.json"
     if manifest.exists() and json.loads(manifest.read_text()).get("status") == "finished":

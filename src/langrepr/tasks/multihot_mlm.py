@@ -31,7 +31,7 @@ from langrepr.data.korean.batching import (
     pack_sentences,
 )
 from langrepr.data.korean.encoding import MorphemeEncoder
-from langrepr.data.korean.prepare import analysed_corpus, token_lists
+from langrepr.data.korean.prepare import analysed_corpus, corpus_content_key, token_lists
 from langrepr.data.korean.token_lists import SPECIALS
 from langrepr.models.multihot_lm import MultiHotLM
 from langrepr.models.multihot_losses import answer_log_probs, mlm_loss, target_cross_entropy
@@ -159,7 +159,7 @@ def pretrained_checkpoint(corpus: Any, sizes: Any, token_list: str, model: Any, 
     """
     corpus, sizes, model, mlm = plain(corpus), plain(sizes), plain(model), plain(mlm)
     key = run_key({"corpus": corpus, "sizes": sizes, "token_list": token_list, "model": model, "mlm": mlm,
-                   "seed": seed})
+                   "seed": seed, "content": corpus_content_key(corpus)})   # new text: a new checkpoint
     folder = Path(checkpoint_root) / f"{token_list}-{mlm['loss']}-{key}"
     if (folder / "pretrain.json").exists():
         log.info("Reusing pretrained checkpoint %s", folder)

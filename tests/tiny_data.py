@@ -1,0 +1,79 @@
+"""Tiny data folders laid out like shared/data, for the cell-identity, cache-key and lifecycle tests."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from pathlib import Path
+
+WORDS = {"the": ("DET", "O"), "cat": ("NOUN", "O"), "sat": ("VERB", "O"), "on": ("ADP", "O"),
+         "mat": ("NOUN", "O"), "Paris": ("PROPN", "I-LOC"), "John": ("PROPN", "I-PER"), "saw": ("VERB", "O")}
+SENTENCES = [["the", "cat", "sat", "on", "the", "mat"], ["John", "saw", "the", "cat"], ["the", "cat", "saw", "Paris"]]
+
+
+def write_english_probe_data(root: Path) -> Path:
+    """GUM (UPOS) and CoNLL-2003 (NER) splits laid out as in shared/data, three sentences each."""
+    gum = root / "ud_english_gum" / "r2.5"
+    gum.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "dev", "test"):
+        lines = []
+        for k, s in enumerate(SENTENCES):
+            lines += [f"# sent_id = {split}{k}"]
+            lines += [f"{i}\t{w}\t{w}\t{WORDS[w][0]}\t_\t_\t0\tdep\t_\t_" for i, w in enumerate(s, 1)] + [""]
+        (gum / f"en_gum-ud-{split}.conllu").write_text("\n".join(lines) + "\n")
+    conll = root / "conll2003"
+    conll.mkdir(parents=True, exist_ok=True)
+    for name in ("eng.train", "eng.testa", "eng.testb"):
+        lines = ["-DOCSTART- -X- O O", ""]
+        for s in SENTENCES:
+            lines += [f"{w} NN I-NP {WORDS[w][1]}" for w in s] + [""]
+        (conll / name).write_text("\n".join(lines) + "\n")
+    return root
+
+
+TOPICS = {1: "ball team match goal score", 2: "market stock bank profit trade", 3: "vote law minister election war",
+          4: "chip software phone data code"}
+
+
+def write_zhang(folder: Path, per_class: int = 6) -> Path:
+    """An AG News-style folder (train.csv, test.csv: class index, title, description)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("train.csv", "test.csv"):
+        with (folder / name).open("w", newline="") as f:
+            writer = csv.writer(f, quoting=csv.QUOTE_ALL)
+            for i in range(per_class):
+                for label, words in TOPICS.items():
+                    w = words.split()
+                    writer.writerow([label, f"{w[i % 5]} news {i}", " ".join(w)])
+    return folder
+
+
+REVIEWS = ["영화가 정말 재미있었다", "배우들의 연기가 좋았다", "음악이 아름다운 영화였다", "스토리가 조금 지루했다",
+           "감독의 다음 작품이 기대된다", "아르키메데스 이야기는 신기했다"]
+
+
+def write_korean_quick(root: Path) -> Path:
+    """The files the quick Korean corpus reads: NSMC raw reviews, KorQuAD dev, KLUE NLI/STS dev."""
+    (root / "nsmc").mkdir(parents=True, exist_ok=True)
+    with gzip.open(root / "nsmc" / "nsmc_raw_reviews.tsv.gz", "wt") as fh:
+        fh.write("review_id\tmovie_id\trating\tdate\treview\n")
+        for i in range(60):
+            fh.write(f"{i}\t{i % 7}\t{5 + i % 4}\t14.08.01\t{REVIEWS[i % 6]} {REVIEWS[(i * 5) % 6]}\n")
+    (root / "korquad1").mkdir(exist_ok=True)
+    articles = [{"title": f"문서{i}", "paragraphs": [{"context": f"문서{i}는 19{i}0년에 세워졌다. 그 뒤 서울로 옮겼다.", "qas": [
+        {"id": f"q{i}", "question": "세워진 해는?", "answers": [{"text": f"19{i}0년", "answer_start": 5}]}]}]}
+        for i in range(10)]
+    (root / "korquad1" / "KorQuAD_v1.0_dev.json").write_text(json.dumps({"data": articles}, ensure_ascii=False))
+    (root / "klue").mkdir(exist_ok=True)
+    (root / "klue" / "klue-nli-v1.1_dev.json").write_text(json.dumps(
+        [{"premise": "숙소가 깨끗했습니다.", "hypothesis": "방이 더러웠습니다."}], ensure_ascii=False))
+    (root / "klue" / "klue-sts-v1.1_dev.json").write_text(json.dumps(
+        [{"sentence1": "호스트가 친절했습니다.", "sentence2": "주인이 친절했어요."}], ensure_ascii=False))
+    return root
+
+
+def flip_one_byte(path: Path, old: bytes, new: bytes) -> None:
+    data = path.read_bytes()
+    assert old in data
+    path.write_bytes(data.replace(old, new, 1))
