@@ -498,3 +498,141 @@ def test_a_checkpoint_without_trackers_still_loads():
     fresh = Task()
     fresh.on_load_checkpoint({})
     assert fresh.first is None and fresh.best._update_count == 0
+
+
+# ---------------------------------------------------------------- 6. pipeline settings before data
+
+BC = ["experiment=bitcipher_table1", "profile=quick", "++hydra.sweeper.params.seed=1", "bitcipher_vectors=cipher"]
+MH2 = ["experiment=multihot_table2", "profile=quick", "++hydra.sweeper.params.seed=1"]
+MH3 = ["experiment=multihot_table3", "profile=quick", "++hydra.sweeper.params.seed=1"]
+LE = ["experiment=leam_table2", "profile=quick", "model=leam", "dataset=ag_news", "++hydra.sweeper.params.seed=1",
+      "debug=leam_smoke"]
+
+PIPELINE_CASES = [
+    ("X12", [*BC, "pipeline.probe.batch_size=-256"], "pipeline.probe.batch_size=-256 is out of range: pass a whole number >= 1"),
+    ("X11", [*BC, "pipeline.probe.batch_size=0"], "pipeline.probe.batch_size=0 is out of range: pass a whole number >= 1"),
+    ("probe-epochs", [*BC, "pipeline.probe.epochs=0"], "pipeline.probe.epochs=0 is out of range: pass a whole number >= 1"),
+    ("probe-hidden", [*BC, "pipeline.probe.hidden=abc"], "pipeline.probe.hidden='abc' is not an integer: pass a whole number >= 1"),
+    ("probe-lr", [*BC, "pipeline.probe.lr=-0.01"], "pipeline.probe.lr=-0.01 is out of range: pass a positive, finite float such as 2e-5"),
+    ("probe-dropout", [*BC, "pipeline.probe.dropout=1.0"], "pipeline.probe.dropout=1.0 is out of range: pass a fraction between 0 (included) and 1 such as 0.1"),
+    ("probe-dropout-at", [*BC, "+pipeline.probe.dropout_at=output"], "pipeline.probe.dropout_at='output': choose one of hidden, input, both"),
+    ("probe-tasks", [*BC, "pipeline.tasks=[pos,chunk]"], "pipeline.tasks=['pos', 'chunk']: choose from pos, ner (at least one)"),
+    ("probe-threads", [*BC, "pipeline.threads=0"], "pipeline.threads=0 is out of range: pass a whole number >= 1"),
+    ("bc-workers", [*BC, "bitcipher.workers=0"], "bitcipher.workers=0 is out of range: pass a whole number >= 1"),
+    ("bc-shard", [*BC, "bitcipher.corpus.shard_tokens=-5"], "bitcipher.corpus.shard_tokens=-5 is out of range: pass a whole number >= 1"),
+    ("bc-max-tokens", [*BC, "bitcipher.corpus.max_tokens=0"], "bitcipher.corpus.max_tokens=0 is out of range: pass a whole number >= 1"),
+    ("bc-bits", [*BC, "bitcipher_vectors.bits=0"], "bitcipher_vectors.bits=0 is out of range: pass a whole number >= 1"),
+    ("bc-radius", [*BC, "bitcipher_vectors=sum", "bitcipher_vectors.radius=-1"], "bitcipher_vectors.radius=-1 is out of range: pass a whole number >= 1"),
+    ("X05", [*BC, "bitcipher_vectors=cat", "bitcipher_vectors.cat_mode=per_offset", "bitcipher_vectors.radius=100000"],
+     "bitcipher_vectors.radius=100000 with cat_mode=per_offset makes 2·r·b = 20,000,000 columns (at most 1,048,576): "
+     "lower radius or bits, or use bitcipher_vectors.cat_mode=left_right (2·b columns)"),
+    ("bc-cat-mode", [*BC, "bitcipher_vectors=cat", "bitcipher_vectors.cat_mode=diagonal"], "bitcipher_vectors.cat_mode='diagonal': choose one of left_right, per_offset"),
+    ("glove-window", [*BC, "bitcipher_vectors=glove", "bitcipher_vectors.glove.window=0"], "bitcipher_vectors.glove.window=0 is out of range: pass a whole number >= 1"),
+    ("glove-xmax", [*BC, "bitcipher_vectors=glove", "bitcipher_vectors.glove.x_max=0"], "bitcipher_vectors.glove.x_max=0 is out of range: pass a positive, finite float such as 2e-5"),
+    ("w2v-negative", [*BC, "bitcipher_vectors=word2vec", "bitcipher_vectors.word2vec.negative=-1"], "bitcipher_vectors.word2vec.negative=-1 is out of range: pass a whole number >= 0"),
+    ("mlm-steps", [*MH2, "mlm.steps=0"], "mlm.steps=0 is out of range: pass a whole number >= 1"),
+    ("mlm-batch", [*MH2, "mlm.batch_size=-32"], "mlm.batch_size=-32 is out of range: pass a whole number >= 1"),
+    ("mlm-lr", [*MH2, "mlm.lr=0"], "mlm.lr=0 is out of range: pass a positive, finite float such as 2e-5"),
+    ("mlm-mask", [*MH2, "mlm.mask_prob=1.5"], "mlm.mask_prob=1.5 is out of range: pass a fraction strictly between 0 and 1 such as 0.1"),
+    ("mlm-val", [*MH2, "mlm.val_fraction=0"], "mlm.val_fraction=0 is out of range: pass a fraction strictly between 0 and 1 such as 0.1"),
+    ("mlm-warmup", [*MH2, "mlm.warmup_steps=-1"], "mlm.warmup_steps=-1 is out of range: pass a whole number >= 0"),
+    ("mlm-decay", [*MH2, "mlm.weight_decay=-0.1"], "mlm.weight_decay=-0.1 is out of range: pass a finite number >= 0 such as 0.01"),
+    ("mlm-loss", [*MH2, "mlm.loss=focal"], "mlm.loss='focal': choose one of sce, bce, mhsce"),
+    ("mh-token-list", [*MH2, "pipeline.token_list=bpe"], "pipeline.token_list='bpe': choose one of bpe_base, bpe_syllable, dict_syllable"),
+    ("mh-workers", [*MH2, "pipeline.workers=0"], "pipeline.workers=0 is out of range: pass a whole number >= 1"),
+    ("mh-sizes", [*MH2, "dataset.token_lists.bpe_size=-1"], "dataset.token_lists.bpe_size=-1 is out of range: pass a whole number >= 1"),
+    ("mh-model", [*MH2, "model.net.max_group=0"], "model.net.max_group=0 is out of range: pass a whole number >= 1"),
+    ("mh-downstream", [*MH3, "downstream=qa"], "downstream='qa': choose one of korquad, ner, srl, nsmc"),
+    ("mh-finetune", [*MH3, "finetune.ner.batch_size=0"], "finetune.ner.batch_size=0 is out of range: pass a whole number >= 1"),
+    ("mh-finetune-lr", [*MH3, "finetune.korquad.lr=-1"], "finetune.korquad.lr=-1 is out of range: pass a positive, finite float such as 2e-5"),
+    ("X31", [*LE, "dataset.datamodule.class_names=null"],
+     "dataset.datamodule.class_names=null: LEAM initialises its label embeddings from the class names, so this run "
+     "would silently start them at random; drop the override (conf/dataset/ag_news.yaml names 4 classes)"),
+    ("X31-empty", [*LE, "dataset.datamodule.class_names=[World,'',Business,Science]"],
+     "dataset.datamodule.class_names has an empty name at position 1: LEAM initialises each label embedding from its "
+     "name's words; give every class a name"),
+    ("leam-window-even", [*LE, "leam_window=4"], "model.net.window=4 is even: LEAM's phrase window is 2r+1 words, pass an odd number such as 5"),
+    ("leam-dropout", [*LE, "model.net.dropout=1.0"], "model.net.dropout=1.0 is out of range: pass a fraction between 0 (included) and 1 such as 0.1"),
+    ("leam-penalty", [*LE, "model.net.label_penalty=-1"], "model.net.label_penalty=-1 is out of range: pass a finite number >= 0 such as 0.01"),
+    ("leam-val", [*LE, "dataset.datamodule.val_fraction=0"], "dataset.datamodule.val_fraction=0 is out of range: pass a fraction strictly between 0 and 1 such as 0.1"),
+    ("leam-length", [*LE, "model.tokenizer.max_length=0"], "model.tokenizer.max_length=0 is out of range: pass a whole number >= 1"),
+    ("leam-min-freq", [*LE, "model.tokenizer.min_freq=0"], "model.tokenizer.min_freq=0 is out of range: pass a whole number >= 1"),
+]
+
+
+END_TO_END = {"X12", "X11", "X05", "X31", "mlm-loss", "mh-downstream", "leam-window-even"}
+
+
+@pytest.mark.parametrize("argv, line", [c[1:] for c in PIPELINE_CASES if c[0] in END_TO_END],
+                         ids=[c[0] for c in PIPELINE_CASES if c[0] in END_TO_END])
+def test_bad_pipeline_settings_are_one_line_before_data(argv, line, tmp_path, capfd, monkeypatch):
+    monkeypatch.setenv("LANGREPR_DATA_DIR", str(tmp_path / "no_data_here"))   # nothing may be read
+    code = run_main([*argv, f"paths.output_root={tmp_path}/out", f"paths.cache_dir={tmp_path}/cache"])
+    err = capfd.readouterr().err
+    assert code == 2 and "Traceback" not in err, err[-3000:]
+    assert error_lines(err) == [f"error: {line}"]
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+
+
+@pytest.fixture(scope="module")
+def composed_experiments() -> dict:
+    """Each experiment of the cases composed once (an experiment composes in ~0.7 s)."""
+    from langrepr.validation import _compose
+
+    return {name: _compose([a for a in base if not a.startswith("++")])
+            for name, base in {"BC": BC, "MH2": MH2, "MH3": MH3, "LE": LE}.items()}
+
+
+@pytest.mark.parametrize("argv, line", [c[1:] for c in PIPELINE_CASES if c[0] not in END_TO_END],
+                         ids=[c[0] for c in PIPELINE_CASES if c[0] not in END_TO_END])
+def test_bad_pipeline_settings_are_refused_by_validation(argv, line, composed_experiments):
+    """The same check train() and the command line run, on the composed config with the one bad value set."""
+    from omegaconf import OmegaConf, open_dict
+
+    from langrepr.errors import UserError
+    from langrepr.validation import _compose, validate_config
+
+    base = next(name for name, args in {"BC": BC, "MH2": MH2, "MH3": MH3, "LE": LE}.items() if argv[:len(args)] == args)
+    rest = argv[len({"BC": BC, "MH2": MH2, "MH3": MH3, "LE": LE}[base]):]
+    if any("=" in a and "." not in a.split("=")[0].lstrip("+") for a in rest):   # a group choice: compose anew
+        cfg = _compose([a for a in argv if not a.startswith("++")])
+    else:
+        cfg = composed_experiments[base].copy()
+        with open_dict(cfg):
+            for arg in rest:
+                key, value = arg.lstrip("+").split("=", 1)
+                OmegaConf.update(cfg, key, __import__("yaml").safe_load(value), merge=False)
+    with pytest.raises(UserError) as err:
+        validate_config(cfg)
+    assert str(err.value) == line
+
+
+def test_every_experiment_passes_the_pipeline_checks(compose_cfg):
+    from langrepr.validation import check_pipeline_values
+
+    for path in sorted((Path(__file__).resolve().parents[1] / "conf" / "experiment").glob("*.yaml")):
+        if not path.stem.startswith(("bitcipher", "multihot", "leam")):
+            continue                              # the EWE and TensorCoder tables set none of these settings
+        for profile in ("quick", "full"):
+            check_pipeline_values(compose_cfg(f"experiment={path.stem}", f"profile={profile}"))
+
+
+def test_leam_without_class_names_where_the_data_has_none_is_accepted(compose_cfg):
+    from langrepr.validation import check_pipeline_values
+
+    cfg = compose_cfg("model=leam", "dataset=mimic50")
+    assert cfg.dataset.datamodule.class_names is None
+    check_pipeline_values(cfg)
+
+
+def test_the_choices_match_the_modules():
+    from langrepr.data.korean.token_lists import KINDS
+    from langrepr.models.multihot_losses import LOSSES
+    from langrepr.pipelines import cooccurrence, probing
+    from langrepr.tasks.multihot_downstream import TASKS
+    from langrepr.validation import CHOICES, PROBE_TASKS
+
+    assert CHOICES == {"mlm.loss": LOSSES, "pipeline.token_list": KINDS, "downstream": TASKS,
+                       "bitcipher_vectors.cat_mode": cooccurrence.CAT_MODES,
+                       "pipeline.probe.dropout_at": probing.DROPOUT_AT}
+    assert PROBE_TASKS == probing.TASKS

@@ -260,6 +260,7 @@ def check_values(cfg: DictConfig) -> None:
     force = _get(cfg, "force")
     if not isinstance(force, bool):
         raise UserError(f"force={force!r}: pass force=true or force=false")
+    check_pipeline_values(cfg)
     if stage != "train":
         return
     _int(cfg, "trainer.max_epochs", 1, allow=(-1,))
@@ -272,6 +273,135 @@ def check_values(cfg: DictConfig) -> None:
     check_trainer_values(cfg)
     check_hardware(cfg)
     check_canine_length(cfg)
+
+
+# ---------------------------------------------------------------- pipeline and newer-paper settings
+
+# Settings of the non-gradient pipelines (Bit Cipher vectors and probes, multi-hot token lists, MLM pretraining and
+# fine-tuning) and of the newer papers' models and readers, checked by name under these roots: a negative probe
+# batch used to train zero steps and score an untrained probe (issue 21 X12), a zero one to fail with
+# "range() arg 3 must not be zero" (X11). Every rule holds for every node of that name under the roots.
+SETTING_ROOTS = ("pipeline", "bitcipher", "bitcipher_vectors", "bitcipher_lm", "lm_init", "mlm", "finetune", "dataset",
+                 "downstream_data", "model")
+WHOLE_AT_LEAST_1 = frozenset({
+    "batch_size", "epochs", "steps", "hidden", "hidden_size", "intermediate_size", "num_layers", "num_heads", "dim",
+    "bits", "radius", "workers", "threads", "torch_threads", "max_group", "shard_tokens", "max_tokens",
+    "max_positions", "max_length", "max_vocab", "min_freq", "min_count", "limit", "doc_tokens", "glove_epochs",
+    "seq_len", "max_train_sentences", "stride", "max_answer_positions", "max_train_questions", "max_test_questions",
+    "bpe_size", "pos_joined", "syllables", "dictionary_size", "num_pos_tags", "group_shards", "per_class"})
+WHOLE_AT_LEAST_0 = frozenset({"warmup_steps", "num_warmup_steps", "freeze_embedding_steps", "num_workers", "negative",
+                              "max_train_samples", "max_eval_samples", "nsmc", "korquad", "klue", "split_seed"})
+POSITIVE = frozenset({"lr", "x_max", "alpha", "init_scale"})
+NON_NEGATIVE = frozenset({"weight_decay", "label_penalty"})
+DROPOUTS = frozenset({"dropout", "attention_dropout", "hidden_dropout"})          # [0, 1)
+FRACTIONS = frozenset({"mask_prob", "val_fraction", "test_fraction", "split_test_fraction",
+                       "korquad_test_fraction"})                                # strictly between 0 and 1
+# choices the pipelines check only after the data is read (kept equal to the modules' constants by a test)
+CHOICES = {"mlm.loss": ("sce", "bce", "mhsce"),                                  # models.multihot_losses.LOSSES
+           "pipeline.token_list": ("bpe_base", "bpe_syllable", "dict_syllable"),  # data.korean.token_lists.KINDS
+           "downstream": ("korquad", "ner", "srl", "nsmc"),                      # tasks.multihot_downstream.TASKS
+           "bitcipher_vectors.cat_mode": ("left_right", "per_offset"),          # pipelines.cooccurrence.CAT_MODES
+           "pipeline.probe.dropout_at": ("hidden", "input", "both")}            # pipelines.probing.DROPOUT_AT
+PROBE_TASKS = ("pos", "ner")                                                     # pipelines.probing.TASKS
+MAX_PER_OFFSET_WIDTH = 1 << 20   # cat_mode=per_offset writes 2·r·b columns; beyond this it grinds for hours (X05)
+LEAM_TARGET = "langrepr.models.leam.LEAM"
+
+
+def _setting_keys(node: Any, path: str) -> list[tuple[bool, str, str]]:
+    """(is an interpolation, dotted key, leaf name) of every leaf under a config node."""
+    out: list[tuple[bool, str, str]] = []
+    if isinstance(node, DictConfig):
+        for key in node:
+            child = node._get_node(key)
+            if isinstance(child, (DictConfig, ListConfig)) and not child._is_interpolation():
+                out += _setting_keys(child, f"{path}{key}.")
+            else:
+                out.append((bool(child._is_interpolation()), f"{path}{key}", str(key)))
+    elif isinstance(node, ListConfig):
+        for i in range(len(node)):
+            out += _setting_keys(node._get_node(i), f"{path}{i}.")
+    return out
+
+
+def _fraction(cfg: DictConfig, key: str, closed_low: bool) -> None:
+    value = _get(cfg, key)
+    if value is None:
+        return
+    bound = "between 0 (included) and 1" if closed_low else "strictly between 0 and 1"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserError(f"{key}={value!r} is not a number: pass a fraction {bound} such as 0.1")
+    if not ((0 <= value if closed_low else 0 < value) and value < 1):
+        raise UserError(f"{key}={value} is out of range: pass a fraction {bound} such as 0.1")
+
+
+def check_pipeline_values(cfg: DictConfig) -> None:
+    """Types and ranges of every numeric pipeline / model / reader setting, before any data is read."""
+    leaves = [leaf for root in SETTING_ROOTS if root in cfg for leaf in _setting_keys(cfg._get_node(root), f"{root}.")]
+    # the keys a user sets first, so that a bad value is named where it was set, not where it is interpolated
+    for _, key, name in sorted(leaves, key=lambda leaf: leaf[0]):
+        if isinstance(_get(cfg, key), (DictConfig, ListConfig)):
+            continue                        # an interpolated node (pipeline.korquad: ${dataset.korquad})
+        if name in WHOLE_AT_LEAST_1:
+            _int(cfg, key, 1)
+        elif name in WHOLE_AT_LEAST_0:
+            _int(cfg, key, 0)
+        elif name in POSITIVE:
+            _positive_float(cfg, key)
+        elif name in NON_NEGATIVE:
+            _number(cfg, key, 0.0, example="0.01")
+        elif name in DROPOUTS:
+            _fraction(cfg, key, closed_low=True)
+        elif name in FRACTIONS:
+            _fraction(cfg, key, closed_low=False)
+    for key in ("bitcipher_vectors.glove.window", "bitcipher_vectors.word2vec.window"):
+        _int(cfg, key, 1)
+    if _get(cfg, "model.net._target_") == LEAM_TARGET:
+        _int(cfg, "model.net.window", 1)
+        window = _get(cfg, "model.net.window")
+        if isinstance(window, int) and window % 2 == 0:
+            raise UserError(f"model.net.window={window} is even: LEAM's phrase window is 2r+1 words, pass an odd "
+                            f"number such as {window + 1}")
+    for key, options in CHOICES.items():
+        value = _get(cfg, key)
+        if value is not None and value not in options:
+            raise UserError(f"{key}={value!r}: choose one of {', '.join(options)}")
+    tasks = _get(cfg, "pipeline.tasks")
+    if isinstance(tasks, ListConfig) and _get(cfg, "stage") == "pipeline" and "probe_cell" in str(
+            _get(cfg, "pipeline._target_")):
+        bad = [t for t in tasks if t not in PROBE_TASKS]
+        if bad or not len(tasks):
+            raise UserError(f"pipeline.tasks={list(tasks)}: choose from {', '.join(PROBE_TASKS)} (at least one)")
+    if _get(cfg, "bitcipher_vectors.cat_mode") == "per_offset":
+        radius, bits = _get(cfg, "bitcipher_vectors.radius"), _get(cfg, "bitcipher_vectors.bits")
+        if isinstance(radius, int) and isinstance(bits, int) and 2 * radius * bits > MAX_PER_OFFSET_WIDTH:
+            raise UserError(f"bitcipher_vectors.radius={radius} with cat_mode=per_offset makes 2·r·b = "
+                            f"{2 * radius * bits:,} columns (at most {MAX_PER_OFFSET_WIDTH:,}): lower radius or bits, "
+                            "or use bitcipher_vectors.cat_mode=left_right (2·b columns)")
+    check_leam_class_names(cfg)
+
+
+def check_leam_class_names(cfg: DictConfig) -> None:
+    """LEAM initialises its label embeddings from the class names' words: names the data set gives are required."""
+    if _get(cfg, "model.net._target_") != LEAM_TARGET or _get(cfg, "dataset.datamodule") is None:
+        return
+    names = _get(cfg, "dataset.datamodule.class_names")
+    if names is None:
+        dataset = _get(cfg, "dataset.datamodule.name")
+        declared = None
+        path = CONF_DIR / "dataset" / f"{dataset}.yaml"
+        if dataset and path.is_file():
+            declared = ((yaml.safe_load(path.read_text()) or {}).get("datamodule") or {}).get("class_names")
+        if declared:
+            raise UserError(f"dataset.datamodule.class_names=null: LEAM initialises its label embeddings from the "
+                            f"class names, so this run would silently start them at random; drop the override "
+                            f"(conf/dataset/{dataset}.yaml names {len(declared)} classes)")
+        return
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise UserError(f"dataset.datamodule.class_names={names!r}: give a list of names, one per class")
+    empty = [i for i, n in enumerate(names) if not n.strip()]
+    if empty:
+        raise UserError(f"dataset.datamodule.class_names has an empty name at position {empty[0]}: LEAM initialises "
+                        "each label embedding from its name's words; give every class a name")
 
 
 def check_supported_dataset(cfg: DictConfig, choices: dict[str, str]) -> None:
@@ -299,6 +429,7 @@ def canonical_overrides(argv: list[str]) -> list[str]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import OverrideType, ValueType
 
+    _COMPOSED.clear()
     out, parser = [], OverridesParser.create()
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
@@ -329,6 +460,9 @@ def _first_values(overrides: list) -> list[str]:
     return probe
 
 
+_COMPOSED: dict[str, Any] = {}   # the probe config composed by canonical_overrides, used once by check_command_line
+
+
 def _plus_for_target_arguments(argv: list[str]) -> list[str]:
     """`trainer.gradient_clip_val=1.0` -> `+trainer.gradient_clip_val=1.0` when the config does not list the key.
 
@@ -351,6 +485,15 @@ def _plus_for_target_arguments(argv: list[str]) -> list[str]:
                   if o.type is OverrideType.CHANGE and "." in o.key_or_group and not o.key_or_group.startswith("hydra.")]
     if not candidates:
         return argv
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    probe = _first_values(list(parsed.values()))
+    try:
+        _COMPOSED.update(probe=tuple(probe), cfg=_compose(probe))   # every key exists: check_command_line reuses it
+        return argv
+    except (HydraException, OmegaConfBaseException):
+        pass
     try:
         cfg = _compose(_first_values([o for i, o in parsed.items() if i not in candidates]))
     except Exception:  # noqa: BLE001  (a composition error of its own: check_command_line reports it)
@@ -444,7 +587,8 @@ def check_command_line(argv: list[str]) -> None:
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        cfg = _compose(probe)
+        reuse = _COMPOSED.pop("cfg", None) if _COMPOSED.pop("probe", None) == tuple(probe) else None
+        cfg = reuse if reuse is not None else _compose(probe)
         sweep = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
         extra = [f"{k}={str(v).split(',')[0]}" for k, v in sweep.items() if k not in given]
         if extra:
