@@ -1,42 +1,72 @@
-"""A cell's identity and lifecycle on disk: fingerprint, data digest, status, force, resume.
+"""A cell's identity and lifecycle on disk: fingerprint, data digest, lock, status, force, resume.
 
-One cell = one folder = one result. Its identity is what determines that result: the *resolved*
-config (so `${oc.env:...}` data locations count) minus where it is written, plus a digest of the
-data it reads (`langrepr.data.integrity`). `metrics.json` carries a status — running, finished,
-failed (with the error line) or diverged — and a finished cell is reused only when both the
-fingerprint and the data digest match. Starting a cell over moves the previous attempt aside
-(`<run>/.replaced/<cell>@<time>/`, its metrics.json renamed so tables never read it) instead of
-mixing old and new files; a checkpoint is resumed only into the config that wrote it.
+One cell = one folder = one result. Its identity is what its stage reads, nothing else:
+
+- a train cell: the *resolved* config (so `${oc.env:...}` data locations count) minus where it is written;
+- a pipeline / stats cell: its `pipeline:` / `stats:` node (resolved, so whatever it interpolates counts), its
+  seed and its stage; a count cell: `model.net`, `count_net_kwargs`, seed and stage. Editing one paper's model
+  or the trainer therefore never invalidates another paper's pipeline cells;
+- plus the content of the data it read: a digest of the files its config lists (`langrepr.data.integrity`) and
+  the sha256 of every file it opened under its data roots (`data_files` in metrics.json).
+
+`metrics.json` carries a status — running, finished, failed (with the error line) or diverged — and a finished
+cell is reused only when its fingerprint matches and its data is unchanged. A record written under an earlier
+fingerprint scheme (the whole resolved config, or the unresolved one before that) is still recognised and is
+rewritten with the current fingerprint on its first match (`migrate`), so no finished cell has to be re-run.
+Starting a cell over moves the previous attempt aside (`<run>/.replaced/<cell>@<time>/`, its metrics.json
+renamed so tables never read it) instead of mixing old and new files; a checkpoint is resumed only into the
+config that wrote it; one cell runs in one process at a time (`lock`).
 """
 
 from __future__ import annotations
 
 import copy
 import csv
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import shutil
+import socket
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+import langrepr
 from langrepr.callbacks import read_checkpoint_meta
-from langrepr.data.integrity import source_digest
+from langrepr.confpaths import CONF_DIR
+from langrepr.data.integrity import changed_files, source_digest
 from langrepr.errors import UserError
 
 log = logging.getLogger("langrepr.train")
 
 # keys that say where/how a cell is written or shown, not what it computes
 NOT_IDENTITY = ("ckpt_path", "force", "logger", "table", "hydra", "supported_datasets")
-KEEP_ON_RESTART = (".hydra",)   # Hydra's record of the current invocation stays in place
+KEEP_ON_RESTART = (".hydra", ".lock")   # Hydra's record of this invocation, and the lock this run holds
+# what each non-train stage reads from the config (besides its seed); a train cell reads all of it
+STAGE_NODES = {"pipeline": ("pipeline",), "stats": ("stats",), "count": ("model.net", "count_net_kwargs")}
+LOCK_FILE = ".lock"
 
 
-def config_fingerprint(cfg: DictConfig) -> str:
-    """Hash of the resolved config minus output locations: what defines the cell's result."""
+def _hash(payload: Any) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _resolved(node: Any) -> Any:
+    try:
+        return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    except Exception as err:  # noqa: BLE001  (an interpolation that cannot resolve: say which)
+        raise UserError(f"the config does not resolve: {' '.join(str(err).split()[:40])}") from None
+
+
+def _without_locations(cfg: DictConfig) -> DictConfig:
+    """A copy of the config minus where and how the cell is written or shown (not what it computes)."""
     c = copy.deepcopy(cfg)
     with open_dict(c):
         for key in NOT_IDENTITY:
@@ -49,11 +79,52 @@ def config_fingerprint(cfg: DictConfig) -> str:
             c.callbacks.pop("progress", None)
         if c.get("trainer"):
             c.trainer.pop("enable_progress_bar", None)
-    try:
-        plain = OmegaConf.to_container(c, resolve=True)
-    except Exception as err:  # noqa: BLE001  (an interpolation that cannot resolve: say which)
-        raise UserError(f"the config does not resolve: {' '.join(str(err).split()[:40])}") from None
-    return hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return c
+
+
+def config_fingerprint(cfg: DictConfig) -> str:
+    """Hash of the whole resolved config minus output locations: a train cell's identity.
+
+    For the other stages it is the previous scheme's fingerprint (accepted as legacy). Validation also calls it
+    to check that every interpolation resolves.
+    """
+    return _hash(_resolved(_without_locations(cfg)))
+
+
+def stage_reads(cfg: DictConfig) -> dict[str, Any]:
+    """What the cell's stage reads from the config, resolved (locations as placeholders): its identity."""
+    stage = cfg.get("stage", "train")
+    c = _without_locations(cfg)
+    if stage not in STAGE_NODES:
+        return _resolved(c)
+    reads = {"stage": stage, "seed": c.get("seed")}
+    for key in STAGE_NODES[stage]:
+        reads[key] = _resolved(OmegaConf.select(c, key, default=None))
+    return reads
+
+
+def cell_fingerprint(cfg: DictConfig) -> str:
+    """The cell's identity: the hash of what its stage reads (`stage_reads`).
+
+    For a train cell that is `config_fingerprint` itself, so train cells and their checkpoints keep theirs.
+    """
+    if cfg.get("stage", "train") not in STAGE_NODES:
+        return config_fingerprint(cfg)
+    return _hash(stage_reads(cfg))
+
+
+def legacy_fingerprints(cfg: DictConfig) -> set[str]:
+    """Fingerprints earlier schemes gave this cell: a finished record carrying one is still this cell's.
+
+    A scheme that cannot hash this config (a pipeline cell whose unused nodes no longer resolve) gives none.
+    """
+    found = set()
+    for scheme in (config_fingerprint, legacy_fingerprint):
+        try:
+            found.add(scheme(cfg))
+        except Exception:  # noqa: BLE001  (then no record can carry that scheme's fingerprint either)
+            continue
+    return found - {cell_fingerprint(cfg)}
 
 
 def legacy_fingerprint(cfg: DictConfig) -> str:
@@ -80,7 +151,49 @@ def data_nodes(cfg: DictConfig) -> list[dict[str, Any]]:
 
 
 def data_digest(cfg: DictConfig) -> str | None:
+    """Digest of the files the config lists (EWE / TensorCoder datamodules); None when it lists none."""
     return source_digest(data_nodes(cfg))
+
+
+def data_roots(cfg: DictConfig, output_dir: Path) -> tuple[list[Path], list[Path]]:
+    """(roots, excluded): where this cell's data lives, for recording which files it reads.
+
+    The roots are `paths.data_dir` and every existing path the config names (a string with a '/'), except
+    folders that hold code; excluded are the cell's outputs, the derived caches and the code.
+    """
+    c = copy.deepcopy(cfg)
+    with open_dict(c):
+        if "paths" in c:
+            c.paths.output_dir = str(output_dir)
+    code = [Path(langrepr.__file__).resolve().parent, CONF_DIR, Path(sys.prefix), Path(sys.base_prefix)]
+    excluded = [Path(output_dir), *code]
+    for key in ("paths.output_root", "paths.cache_dir"):
+        value = OmegaConf.select(c, key, default=None, throw_on_resolution_failure=False)
+        if value:
+            excluded.append(Path(str(value)))
+    try:
+        plain = OmegaConf.to_container(c, resolve=True)
+    except Exception:  # noqa: BLE001  (unresolvable parts: then only the data folder is a root)
+        plain = {"paths": {"data_dir": OmegaConf.select(c, "paths.data_dir", default=None,
+                                                        throw_on_resolution_failure=False)}}
+    roots = []
+    for value in _strings(plain):
+        if ("/" in value or value == (plain.get("paths") or {}).get("data_dir")) and os.path.exists(value):
+            root = Path(value).resolve()
+            if not any(root == c_ or root in c_.resolve().parents for c_ in code):   # "." or "/" hold code
+                roots.append(root)
+    return sorted(set(roots)), excluded
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
 
 
 def read_record(output_dir: Path) -> dict[str, Any] | None:
@@ -97,18 +210,65 @@ def read_record(output_dir: Path) -> dict[str, Any] | None:
     return record
 
 
-def reusable(record: dict | None, output_dir: Path, fingerprint: str, legacy: str, digest: str | None) -> bool:
+def reusable(record: dict | None, output_dir: Path, fingerprint: str, legacy: set[str] | str,
+             digest: str | None) -> bool:
     """True when the finished cell on disk is this cell's result; UserError when it belongs to other inputs."""
     if record is None or record.get("status") != "finished":
         return False
-    if record.get("fingerprint") not in (fingerprint, legacy):
+    accepted = {fingerprint, *([legacy] if isinstance(legacy, str) else legacy)}
+    if record.get("fingerprint") not in accepted:
         raise UserError(f"{output_dir} holds a finished run of a different config; pass force=true to rerun it "
                         "(the old run is moved to .replaced/) or choose another run_id")
     recorded = record.get("data_digest")
     if recorded and digest and recorded != digest:
         raise UserError(f"the data of {output_dir} changed since it finished (digest {recorded} -> {digest}): pass "
                         "force=true to rerun it on the new data (the old run is moved to .replaced/)")
+    changed, missing = changed_files(record.get("data_files") or {})
+    if changed:
+        more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
+        raise UserError(f"the data of {output_dir} changed since it finished ({changed[0]}{more}): pass force=true "
+                        "to rerun it on the new data (the old run is moved to .replaced/)")
+    if missing:
+        log.warning("%s read %s, which is no longer there: its finished result is kept, unchecked", output_dir,
+                    missing[0] if len(missing) == 1 else f"{len(missing)} files (e.g. {missing[0]})")
     return True
+
+
+def migrate(record: dict, output_dir: Path, fingerprint: str) -> dict:
+    """Rewrite a record found under an earlier fingerprint scheme with the current fingerprint (once)."""
+    if record.get("fingerprint") == fingerprint:
+        return record
+    from langrepr.scale_out import write_record
+
+    record = {**record, "fingerprint": fingerprint, "migrated_from": record.get("fingerprint")}
+    write_record(output_dir / "metrics.json", record)
+    log.info("Recognised %s under its earlier fingerprint %s; recorded it as %s", output_dir,
+             record["migrated_from"], fingerprint)
+    return record
+
+
+@contextmanager
+def lock(output_dir: Path) -> Iterator[None]:
+    """Hold the cell's lock (`<cell>/.lock`, an OS lock: a killed run never leaves it held); refuse if taken."""
+    path = Path(output_dir) / LOCK_FILE
+    fh = open(path, "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.seek(0)
+        holder = " ".join(fh.read().split()) or "another process"
+        fh.close()
+        raise UserError(f"{output_dir} is running now ({holder}): wait for that run to end, or stop it, before "
+                        "starting this cell again") from None
+    try:
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        fh.flush()
+        yield
+    finally:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
 
 
 def move_aside(output_dir: Path) -> Path | None:

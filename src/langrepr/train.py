@@ -6,8 +6,10 @@ shell around it that turns `UserError` into one line and exit code 2.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
+import math
 import os
 import sys
 import time
@@ -24,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from langrepr import cell
 from langrepr.callbacks import AtomicCheckpointIO, LastCheckpoint
 from langrepr.confpaths import CONF_DIR
+from langrepr.data import integrity
 from langrepr.errors import Diverged, UserError, one_line
 from langrepr.metric_versions import METRIC_VERSIONS
 from langrepr.scale_out import fit_batch_to_devices, is_writer, write_record
@@ -95,89 +98,138 @@ def finish_wandb() -> None:
 def train(cfg: DictConfig, output_dir: str | Path) -> dict:
     """Validate, skip or resume or start this cell over, run it, and keep `metrics.json` true at every moment.
 
-    The status in `metrics.json` is "running" while it runs, then "finished", "diverged" (non-finite loss)
-    or "failed" (with the error line); the exception is re-raised for the caller.
+    The status in `metrics.json` is "running" while it runs, then "finished", "diverged" (non-finite loss or
+    result) or "failed" (with the error line); the exception is re-raised for the caller. One cell runs in one
+    process at a time: a second run of a running cell refuses with one line (`cell.lock`).
     """
     output_dir = Path(output_dir)
     choices, overrides = hydra_choices()
     validate_config(cfg, choices)                        # before any data is read
-    fingerprint, legacy = cell.config_fingerprint(cfg), cell.legacy_fingerprint(cfg)
+    stage = cfg.get("stage", "train")
+    if stage in ("train", "count") and OmegaConf.select(cfg, "model.net._target_", default=None) is None:
+        raise UserError(f"stage={stage} builds a network but model.net names none (model={choices.get('model', '?')}): "
+                        "choose a model, e.g. model=bert_ewe")
+    fingerprint, legacy = cell.cell_fingerprint(cfg), cell.legacy_fingerprints(cfg)
     digest = cell.data_digest(cfg)
     force = bool(cfg.get("force", False))
     output_dir.mkdir(parents=True, exist_ok=True)
-    previous = None if force else cell.read_record(output_dir)
-    if cell.reusable(previous, output_dir, fingerprint, legacy, digest):
-        log.info("Skipping %s: this cell already finished (pass force=true to rerun).", output_dir)
-        return previous
-    resume, meta = (None, {}) if force else cell.resume_point(cfg.get("ckpt_path"), output_dir, fingerprint)
-    if resume is None:
-        if is_writer():                                  # in a SLURM/torchrun DDP cell, global rank 0 only
-            cell.move_aside(output_dir)                  # a fresh start never mixes with an older attempt
-    elif digest and meta.get("data_digest") not in (None, digest):
-        raise UserError(f"checkpoint {resume} was trained on different data (digest {meta['data_digest']} -> "
-                        f"{digest}): pass force=true to start this cell over")
-    if is_writer():
-        write_text_atomic(output_dir / "config_resolved.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-    started = time.time()
-    record: dict[str, Any] = {
-        "status": "running", "run_id": cfg.run_id, "profile": cfg.profile_name, "seed": int(cfg.seed),
-        "commit": git_commit(), "versions": package_versions(), "fingerprint": fingerprint, "data_digest": digest,
-        "choices": choices, "overrides": overrides, "deterministic": bool(cfg.trainer.get("deterministic", False)),
-        "metric_versions": dict(METRIC_VERSIONS),   # the metric definitions its values follow (stale_metrics)
-    }
-    write_record(output_dir / "metrics.json", record)
-    try:
-        return run_cell(cfg, output_dir, record, started, resume, meta)
-    except BaseException as err:
-        interrupted = isinstance(err, (KeyboardInterrupt, SystemExit))
-        record.update(status="diverged" if isinstance(err, Diverged) else "failed",
-                      error="interrupted" if interrupted else one_line(err),
-                      wall_time_s=meta.get("wall_time_s", 0.0) + time.time() - started)
+    with cell.lock(output_dir) if is_writer() else contextlib.nullcontext():
+        previous = None if force else cell.read_record(output_dir)
+        if cell.reusable(previous, output_dir, fingerprint, legacy, digest):
+            log.info("Skipping %s: this cell already finished (pass force=true to rerun).", output_dir)
+            return cell.migrate(previous, output_dir, fingerprint) if is_writer() else previous
+        resume, meta = (None, {}) if force else cell.resume_point(cfg.get("ckpt_path"), output_dir, fingerprint)
+        if resume is None:
+            if is_writer():                              # in a SLURM/torchrun DDP cell, global rank 0 only
+                cell.move_aside(output_dir)              # a fresh start never mixes with an older attempt
+        elif digest and meta.get("data_digest") not in (None, digest):
+            raise UserError(f"checkpoint {resume} was trained on different data (digest {meta['data_digest']} -> "
+                            f"{digest}): pass force=true to start this cell over")
+        if is_writer():
+            write_text_atomic(output_dir / "config_resolved.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+        started = time.time()
+        record: dict[str, Any] = {
+            "status": "running", "run_id": cfg.run_id, "profile": cfg.profile_name, "seed": int(cfg.seed),
+            "commit": git_commit(), "versions": package_versions(), "fingerprint": fingerprint,
+            "data_digest": digest, "choices": choices, "overrides": overrides,
+            "deterministic": bool(cfg.trainer.get("deterministic", False)),
+            "metric_versions": dict(METRIC_VERSIONS),   # the metric definitions its values follow (stale_metrics)
+        }
+        write_record(output_dir / "metrics.json", record)
         try:
-            write_record(output_dir / "metrics.json", record)
-        except OSError:
-            pass                                         # e.g. the disk is full: the original error says so
-        raise
+            return run_cell(cfg, output_dir, record, started, resume, meta)
+        except BaseException as err:
+            interrupted = isinstance(err, (KeyboardInterrupt, SystemExit))
+            record.update(status="diverged" if isinstance(err, Diverged) else "failed",
+                          error="interrupted" if interrupted else one_line(err),
+                          wall_time_s=meta.get("wall_time_s", 0.0) + time.time() - started)
+            try:
+                write_record(output_dir / "metrics.json", record)
+            except OSError:
+                pass                                     # e.g. the disk is full: the original error says so
+            raise
 
 
 def run_cell(cfg: DictConfig, output_dir: Path, record: dict, started: float, resume: str | None,
              meta: dict) -> dict:
-    """The stage itself (count / stats / pipeline / train); returns the finished record."""
+    """Run the cell's stage while recording the data files it reads; returns the finished record.
+
+    Every stage leaves `metrics` (and `params`, `wall_time_s`) in the record; here the files it read and their
+    digest are added, and a non-finite pipeline or stats result becomes "diverged" instead of "finished" (a
+    train cell's guard is `NonFiniteGuard`, during training; its test metrics may be undefined, e.g. an AUROC
+    over a label with no positives).
+    """
     import pytorch_lightning as pl
 
     pl.seed_everything(int(cfg.seed), workers=True)
-    if cfg.get("stage", "train") == "count":
-        # Table-1 style cells: build the model from config and count it, no data and no training
-        net = instantiate(cfg.model.net, **cfg.get("count_net_kwargs", {}))
-        record.update(params=parameter_counts(net), metrics={}, wall_time_s=time.time() - started,
-                      status="finished")
-        write_record(output_dir / "metrics.json", record)
-        return record
+    stage = cfg.get("stage", "train")
+    with integrity.recording_reads(*cell.data_roots(cfg, output_dir)) as reads:
+        STAGES[stage](cfg, output_dir, record, started=started, resume=resume, meta=meta, reads=reads)
+    record["data_files"] = reads.digests()
+    if record["data_digest"] is None and record["data_files"]:
+        record["data_digest"] = integrity.combined_digest(record["data_files"])
+    record.setdefault("wall_time_s", time.time() - started)
+    if stage in ("pipeline", "stats"):
+        check_finite(stage, record.get("metrics") or {})
+    record["status"] = "finished"
+    write_record(output_dir / "metrics.json", record)
+    log.info("Wrote %s", output_dir / "metrics.json")
+    return record
 
-    if cfg.get("stage", "train") == "stats":
-        # data-statistics cells (EWE Table 2): `cfg.stats` is a function returning flat metrics
-        record.update(metrics=dict(instantiate(cfg.stats)), params={}, wall_time_s=time.time() - started,
-                      status="finished")
-        write_record(output_dir / "metrics.json", record)
-        return record
 
-    if cfg.get("stage", "train") == "pipeline":
-        # non-gradient cells (reference rows, co-occurrence embeddings, sklearn baselines): `cfg.pipeline` is
-        # a function of `output_dir` (where it may leave artefacts) returning flat metrics
-        metrics = instantiate(cfg.pipeline, output_dir=str(output_dir))
-        record.update(metrics={k: float(v) for k, v in dict(metrics).items()}, params={},
-                      wall_time_s=time.time() - started, status="finished")
-        write_record(output_dir / "metrics.json", record)
-        return record
+def check_finite(stage: str, metrics: dict[str, float | None]) -> None:
+    """A NaN or inf result is a divergence, not a number to put in a table (None = undefined, e.g. an empty subset)."""
+    bad = {k: v for k, v in metrics.items() if v is not None and not math.isfinite(v)}
+    if not bad:
+        return
+    name, value = next(iter(bad.items()))
+    more = f" (and {len(bad) - 1} more non-finite metrics)" if len(bad) > 1 else ""
+    raise Diverged(f"{stage} cell diverged: {name} = {value}{more}; where it trains (e.g. mlm.lr of the multi-hot "
+                   "pretraining) lower the learning rate, then rerun with force=true")
 
+
+# ---------------------------------------------------------------- one function per stage
+
+def run_count(cfg: DictConfig, output_dir: Path, record: dict, **_: Any) -> None:
+    """Table-1 style cells: build the model from config and count it, no data and no training."""
+    net = instantiate(cfg.model.net, **cfg.get("count_net_kwargs", {}))
+    record.update(params=parameter_counts(net), metrics={})
+
+
+def run_stats(cfg: DictConfig, output_dir: Path, record: dict, **_: Any) -> None:
+    """Data-statistics cells (EWE Table 2): `cfg.stats` is a function returning flat metrics."""
+    record.update(metrics=flat_metrics(instantiate(cfg.stats)), params={})
+
+
+def run_pipeline(cfg: DictConfig, output_dir: Path, record: dict, **_: Any) -> None:
+    """Non-gradient cells (reference rows, co-occurrence embeddings, sklearn baselines).
+
+    `cfg.pipeline` is a function of `output_dir` (where it may leave artefacts) returning flat metrics.
+    """
+    record.update(metrics=flat_metrics(instantiate(cfg.pipeline, output_dir=str(output_dir))), params={})
+
+
+def flat_metrics(metrics: Any) -> dict[str, float | None]:
+    """Floats by name; None stays None (a metric undefined for this data, e.g. on an empty subset)."""
+    return {k: None if v is None else float(v) for k, v in dict(metrics).items()}
+
+
+def run_training(cfg: DictConfig, output_dir: Path, record: dict, *, started: float, resume: str | None,
+                 meta: dict, reads: integrity.Reads) -> None:
+    """Gradient cells: datamodule, net, task, loggers, callbacks and the one Trainer; fit, then test."""
     cfg, record["scale_out"] = fit_batch_to_devices(cfg)   # trainer=ddp: per-device batch × accumulation
     tokenizer = instantiate(cfg.model.tokenizer) if cfg.model.get("tokenizer") else None
     dm_kwargs = {"tokenizer": tokenizer} if tokenizer is not None else {}
     dm = instantiate(cfg.dataset.datamodule, **dm_kwargs)
     dm.prepare_data()
     dm.setup("fit")
-    if record["data_digest"] is None:                    # generated on first use (synthetic): digest it now
-        record["data_digest"] = cell.data_digest(cfg)
+    if record["data_digest"] is None:                    # generated on first use (synthetic), or not listed by
+        record["data_digest"] = cell.data_digest(cfg)     # the config: the files read so far
+        if record["data_digest"] is None and reads.files:
+            record["data_digest"] = integrity.combined_digest(reads.digests())
+        if resume and meta.get("data_digest") not in (None, record["data_digest"]):
+            raise UserError(f"checkpoint {resume} was trained on different data (digest {meta['data_digest']} -> "
+                            f"{record['data_digest']}): pass force=true to start this cell over")
     net = instantiate(cfg.model.net, **dm.net_kwargs)
     task = instantiate(cfg.dataset.task, net=net, optimizer=instantiate(cfg.optimizer),
                        scheduler=instantiate(cfg.scheduler) if cfg.get("scheduler") else None,
@@ -217,10 +269,11 @@ def run_cell(cfg: DictConfig, output_dir: Path, record: dict, started: float, re
         metrics.update({k: float(v) for k, v in extra().items()})
     wall = last.wall_time() if last is not None else time.time() - started
     record.update(metrics=metrics, wall_time_s=wall, tested_on=ckpt or "last", resumed_from_step=meta.get("global_step"),
-                  epochs=trainer.current_epoch, steps=trainer.global_step, status="finished")
-    write_record(output_dir / "metrics.json", record)
-    log.info("Wrote %s", output_dir / "metrics.json")
-    return record
+                  epochs=trainer.current_epoch, steps=trainer.global_step)
+
+
+# the stages, chosen by the config's `stage:` (validation refuses any other name before this is reached)
+STAGES = {"train": run_training, "pipeline": run_pipeline, "stats": run_stats, "count": run_count}
 
 
 def log_hyperparams(loggers: list, params: dict) -> None:

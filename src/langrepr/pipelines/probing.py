@@ -78,19 +78,20 @@ class ProbeMLP(nn.Module):
         return self.net(x)
 
 
-def score(task: str, gold: Sentences, predicted: list[list[str]], train_words: set[str]) -> dict[str, float]:
+def score(task: str, gold: Sentences, predicted: list[list[str]], train_words: set[str]) -> dict[str, float | None]:
     """Token accuracy, accuracy on words seen / unseen in probe training, and seqeval entity F1 for NER.
 
     Unseen words are where only the vectors can help (on seen words a type-level probe's ceiling is memorising
-    each word's majority tag).
+    each word's majority tag). With no seen (unseen) word the accuracy on them is undefined: None, not NaN
+    (a NaN result marks a cell as diverged).
     """
     flat_gold = [t for _, tags in gold for t in tags]
     flat_pred = [t for tags in predicted for t in tags]
     correct = np.array([a == b for a, b in zip(flat_gold, flat_pred)])
     unseen = np.array([w.lower() not in train_words for tokens, _ in gold for w in tokens])
     metrics = {"acc": 100.0 * float(correct.mean()),
-               "seen_acc": 100.0 * float(correct[~unseen].mean()) if (~unseen).any() else float("nan"),
-               "unseen_acc": 100.0 * float(correct[unseen].mean()) if unseen.any() else float("nan")}
+               "seen_acc": 100.0 * float(correct[~unseen].mean()) if (~unseen).any() else None,
+               "unseen_acc": 100.0 * float(correct[unseen].mean()) if unseen.any() else None}
     if task == "ner":
         from seqeval.metrics import f1_score
 

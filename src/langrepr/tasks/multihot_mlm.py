@@ -126,7 +126,7 @@ def unigram_log_probs(sequences, vocab_size: int) -> torch.Tensor:
 
 @torch.no_grad()
 def evaluate_mlm(net: MultiHotLM, held_out, vocab_size: int, max_group: int, batch_size: int, seed: int,
-                 unigram: torch.Tensor) -> dict[str, float]:
+                 unigram: torch.Tensor) -> dict[str, float | None]:
     """Mean H(y/n, p) over held-out masked positions (all / multi-hot groups / single tokens) and the unigram's."""
     net.eval()
     collate = MaskingCollator(vocab_size, max_group, 0.15, seed=10_000 + seed)
@@ -145,8 +145,9 @@ def evaluate_mlm(net: MultiHotLM, held_out, vocab_size: int, max_group: int, bat
     out = {}
     for name in ("", "_groups", "_single"):
         n = sums[f"n{name}"]
-        out[f"val/mlm_ce{name}"] = sums[f"ce{name}"] / n if n else float("nan")
-        out[f"val/unigram_ce{name}"] = sums[f"ref{name}"] / n if n else float("nan")
+        # no position of this kind (no multi-hot group in a BPE base list): undefined, None (NaN = diverged)
+        out[f"val/mlm_ce{name}"] = sums[f"ce{name}"] / n if n else None
+        out[f"val/unigram_ce{name}"] = sums[f"ref{name}"] / n if n else None
         out[f"val/masked{name}"] = n
     return out
 

@@ -97,7 +97,7 @@ def korquad_answer_pipeline(output_dir: str, korquad: dict, corpus: dict, sizes:
         for part, flag in (("divided", True), ("not_divided", False)):
             subset = [q for q, d in zip(questions, divided) if d == flag]
             metrics[f"{kind}/{part}/questions"] = len(subset)
-            metrics[f"{kind}/{part}/baseline_em"] = score(baseline, subset)["em"] if subset else float("nan")
+            metrics[f"{kind}/{part}/baseline_em"] = score(baseline, subset)["em"] if subset else None
     return metrics
 
 
@@ -196,7 +196,7 @@ def korquad_finetune_pipeline(output_dir: str, korquad: Any, corpus: Any, sizes:
     divided = [answer_divided(encoder, m) for m in answers]
     for part, flag in (("divided", True), ("not_divided", False)):
         subset = [q for q, d in zip(test_q, divided) if d == flag]
-        metrics[f"{token_list}/{part}/finetuned_em"] = score(predictions, subset)["em"] if subset else float("nan")
+        metrics[f"{token_list}/{part}/finetuned_em"] = score(predictions, subset)["em"] if subset else None
     baseline = {q.id: first_sentence(q) for q in test_q}
     metrics.update({f"baseline/{k}": v for k, v in score(baseline, test_q).items()})
     mlm_metrics = {k: v for k, v in record.items() if isinstance(v, (int, float)) and k.startswith("val/")}
