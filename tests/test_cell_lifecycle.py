@@ -145,3 +145,12 @@ def test_bpe_base_pretraining_has_no_group_metric_and_finishes(compose_cfg, tmp_
     record = train(multihot_pretrain_cfg(compose_cfg, tmp_path, "pipeline.token_list=bpe_base"), tmp_path / "cell")
     assert record["status"] == "finished" and math.isfinite(record["metrics"]["val/mlm_ce"])
     assert record["metrics"].get("val/mlm_ce_groups") is None and record["metrics"]["val/masked_groups"] == 0
+
+
+def test_a_cell_scored_under_an_older_metric_definition_is_not_reused(tmp_path):
+    """Never reused as if current: a finished record without the current metric_versions runs again."""
+    from langrepr.metric_versions import METRIC_VERSIONS
+    record = {"status": "finished", "fingerprint": "f", "metrics": {"test/2015A/auroc": 0.9, "test/2015A/f1": 0.5}}
+    assert cell.reusable(record, tmp_path, "f", set(), None) is False
+    current = {**record, "metric_versions": dict(METRIC_VERSIONS)}
+    assert cell.reusable(current, tmp_path, "f", set(), None) is True

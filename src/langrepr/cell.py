@@ -43,6 +43,7 @@ from langrepr.callbacks import read_checkpoint_meta
 from langrepr.confpaths import CONF_DIR
 from langrepr.data.integrity import changed_files, source_digest
 from langrepr.errors import UserError
+from langrepr.metric_versions import stale_metrics
 
 log = logging.getLogger("langrepr.train")
 
@@ -231,6 +232,10 @@ def reusable(record: dict | None, output_dir: Path, fingerprint: str, legacy: se
     if missing:
         log.warning("%s read %s, which is no longer there: its finished result is kept, unchecked", output_dir,
                     missing[0] if len(missing) == 1 else f"{len(missing)} files (e.g. {missing[0]})")
+    stale = stale_metrics(record)
+    if stale:  # scored under an older metric definition: re-score (from its last checkpoint when one is kept)
+        log.warning("%s was scored under an older definition of %s: running it again", output_dir, ", ".join(stale))
+        return False
     return True
 
 
