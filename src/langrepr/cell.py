@@ -48,7 +48,7 @@ from langrepr.metric_versions import stale_metrics
 log = logging.getLogger("langrepr.train")
 
 # keys that say where/how a cell is written or shown, not what it computes
-NOT_IDENTITY = ("ckpt_path", "force", "logger", "table", "hydra", "supported_datasets")
+NOT_IDENTITY = ("ckpt_path", "force", "logger", "table", "hydra", "supported_datasets", "seeds")
 KEEP_ON_RESTART = (".hydra", ".lock")   # Hydra's record of this invocation, and the lock this run holds
 # what each non-train stage reads from the config (besides its seed); a train cell reads all of it
 STAGE_NODES = {"pipeline": ("pipeline",), "stats": ("stats",), "count": ("model.net", "count_net_kwargs")}

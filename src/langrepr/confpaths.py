@@ -14,6 +14,8 @@ CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 # a cell with no overrides still needs a directory name
 OmegaConf.register_new_resolver("cell", lambda name: name or "defaults", replace=True)
+# `hydra.sweeper.params.seed: ${seed_list:${seeds}}`: the full sweeps run seeds 1..seeds (3 unless `seeds=N`)
+OmegaConf.register_new_resolver("seed_list", lambda n: ",".join(str(i) for i in range(1, int(n) + 1)), replace=True)
 
 
 def group_options(group: str) -> list[str]:

@@ -105,7 +105,7 @@ def run_value(run: dict, column: dict, row: dict) -> float | None:
 
 # ---------------------------------------------------------------- building the table
 
-ADDRESSING = {"experiment", "profile", "seed", "ckpt_path", "force", "dataset", "model"}
+ADDRESSING = {"experiment", "profile", "seed", "seeds", "ckpt_path", "force", "dataset", "model"}
 
 
 def recipe_overrides(run: dict, spec: dict) -> list[str]:

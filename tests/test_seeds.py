@@ -1,0 +1,40 @@
+"""The full sweeps run 3 seeds where the paper's gaps need them; `seeds=1` runs one, and the knob is not part of a
+cell's identity or folder name."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from langrepr import cell
+from langrepr.confpaths import CONF_DIR
+
+THREE_SEEDS = ["ewe_table3", "ewe_table4", "ewe_table5", "tensorcoder_table1", "tensorcoder_table2",
+               "tensorcoder_table3", "multihot_table2", "multihot_table3", "multihot_table5", "leam_table2",
+               "leam_table3", "leam_table4", "leam_table5"]
+
+
+def sweep_seeds(experiment: str, *overrides: str) -> str:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[f"experiment={experiment}", "profile=full", *overrides],
+                      return_hydra_config=True)
+    return str(OmegaConf.select(cfg, "hydra.sweeper.params.seed"))
+
+
+@pytest.mark.parametrize("experiment", THREE_SEEDS)
+def test_full_sweeps_run_three_seeds_and_seeds_1_runs_one(experiment):
+    assert sweep_seeds(experiment) == "1,2,3"
+    if experiment.startswith(("ewe", "tensorcoder", "leam")):
+        assert sweep_seeds(experiment, "seeds=1") == "1"
+
+
+def test_seeds_is_not_part_of_a_cells_identity_or_folder():
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        one = compose("train", overrides=["dataset=synthetic", "model=bert_ewe", "seeds=1"], return_hydra_config=True)
+        three = compose("train", overrides=["dataset=synthetic", "model=bert_ewe"], return_hydra_config=True)
+    assert "seeds" in one.hydra.job.config.override_dirname.exclude_keys
+    for c in (one, three):
+        with __import__("omegaconf").open_dict(c):
+            c.pop("hydra")
+    assert cell.config_fingerprint(one) == cell.config_fingerprint(three)
