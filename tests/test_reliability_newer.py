@@ -636,3 +636,265 @@ def test_the_choices_match_the_modules():
                        "bitcipher_vectors.cat_mode": cooccurrence.CAT_MODES,
                        "pipeline.probe.dropout_at": probing.DROPOUT_AT}
     assert PROBE_TASKS == probing.TASKS
+
+
+# ---------------------------------------------------------------- 6. data sanity in the newer readers
+
+KOREAN = "대한민국의 수도는 서울이다. 오늘은 날씨가 좋아서 공원에 갔다.\n" * 30
+TOPICS = {1: "world leaders summit treaty", 2: "match season team coach", 3: "market shares profit bank",
+          4: "software chip research lab"}
+
+
+def write_agnews(folder: Path, rows_per_class: int = 12, classes=(1, 2, 3, 4), extra: list | None = None) -> Path:
+    import csv
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "test.csv").open("w", newline="") as fh:
+        writer = csv.writer(fh, quoting=csv.QUOTE_ALL)
+        for i in range(rows_per_class):
+            for label in classes:
+                words = TOPICS[label].split()
+                writer.writerow([label, f"{words[i % 4]} news {i}", " ".join(words)])
+        for row in extra or []:
+            writer.writerow(row)
+    return folder / "test.csv"
+
+
+def ag_news_module(folder: Path, **kw):
+    from langrepr.data.classification.datamodule import TextClassificationDataModule
+    from langrepr.data.classification.vocab import WordTokenizer
+
+    args = dict(name="ag_news", data_dir=str(folder), class_names=["World", "Sports", "Business", "Science"],
+                tokenizer=WordTokenizer(max_length=8, max_vocab=100), batch_size=5, split_test_fraction=0.25,
+                val_fraction=0.2)
+    return TextClassificationDataModule(**{**args, **kw})
+
+
+def user_error(call, *args, **kwargs) -> str:
+    from langrepr.errors import UserError
+
+    with pytest.raises(UserError) as err:
+        call(*args, **kwargs)
+    return str(err.value)
+
+
+def test_a_class_with_no_rows_is_one_line(tmp_path):                     # X27
+    write_agnews(tmp_path / "agnews", classes=(1, 2, 4))
+    assert user_error(ag_news_module(tmp_path / "agnews").setup, "fit") == (
+        f"ag_news ({tmp_path}/agnews/test.csv): class 3 (Business) has no training rows (27 rows, classes 1-4): the "
+        "data is cut or filtered; restore the missing rows or point dataset.datamodule.data_dir at the full data")
+
+
+def test_the_last_class_missing_is_named_not_blamed_on_the_class_names(tmp_path):   # X28
+    write_agnews(tmp_path / "agnews", classes=(1, 2, 3))
+    line = user_error(ag_news_module(tmp_path / "agnews").setup, "fit")
+    assert "class 4 (Science) has no training rows" in line and "class names for" not in line
+
+
+def test_a_stray_label_names_its_row(tmp_path):                           # X30
+    path = write_agnews(tmp_path / "agnews", extra=[[7, "stray", "row"]])
+    assert user_error(ag_news_module(tmp_path / "agnews").setup, "fit") == (
+        f"{path}:49 has class 7 but the data set has 4 classes (dataset.datamodule.class_names): fix or drop that row")
+
+
+def test_a_stray_label_without_class_names_leaves_empty_classes(tmp_path):
+    write_agnews(tmp_path / "agnews", extra=[[7, "stray", "row"]] * 4)
+    line = user_error(ag_news_module(tmp_path / "agnews", class_names=None).setup, "fit")
+    assert "class 5, 6 has no training rows" in line
+
+
+def test_a_header_line_is_named(tmp_path):
+    path = tmp_path / "agnews" / "test.csv"
+    write_agnews(tmp_path / "agnews")
+    path.write_text('"Class Index","Title","Description"\n' + path.read_text())
+    assert user_error(ag_news_module(tmp_path / "agnews").setup, "fit") == (
+        f"{path}:1 is not a Zhang et al. row (class index >= 1, then text fields): ['Class Index', 'Title'] (a header "
+        "line? the Zhang et al. files have none: delete it)")
+
+
+def test_wrong_columns_are_named(tmp_path):
+    path = write_agnews(tmp_path / "agnews", extra=[[2, "only a title"]])
+    assert user_error(ag_news_module(tmp_path / "agnews").setup, "fit") == (
+        f"{path}:49 has 2 fields where line 1 has 3: a wrong column count (an unquoted comma?); fix that row")
+
+
+def test_csv_in_another_encoding_names_file_and_encoding(tmp_path):
+    path = write_agnews(tmp_path / "agnews")
+    path.write_bytes(path.read_text().replace("news", "뉴스").encode("cp949"))
+    line = user_error(ag_news_module(tmp_path / "agnews").setup, "fit")
+    assert line.startswith(f"{path} is not UTF-8 text (byte ") and "it looks like CP949" in line
+
+
+def test_leam_cell_with_an_empty_class_stops_with_one_line(tmp_path, capfd, monkeypatch):   # X27 end to end
+    write_agnews(tmp_path / "data" / "agnews", rows_per_class=20, classes=(1, 2, 4))
+    monkeypatch.setenv("LANGREPR_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("LANGREPR_DIGEST_CACHE", str(tmp_path / "digests.json"))
+    code = run_main([*LE, f"paths.output_root={tmp_path}/out", f"paths.cache_dir={tmp_path}/cache"])
+    err = capfd.readouterr().err
+    assert code == 2 and "Traceback" not in err, err[-3000:]
+    (line,) = error_lines(err)
+    assert "class 3 (Business) has no training rows" in line
+    records = [json.loads(p.read_text()) for p in (tmp_path / "out").rglob("metrics.json")]
+    assert [r["status"] for r in records] == ["failed"]
+
+
+def _korean_file(path: Path, encoding: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(KOREAN.encode(encoding))
+    return path
+
+
+@pytest.mark.parametrize("encoding, shown", [("cp949", "CP949"), ("utf-16", "UTF-16")])
+def test_korean_corpus_in_another_encoding_names_file_and_encoding(encoding, shown, tmp_path):   # X16
+    from langrepr.data.korean.corpus import text_file_sentences
+
+    path = _korean_file(tmp_path / "k_text" / f"{encoding}.txt", encoding)
+    line = user_error(text_file_sentences, path, 1000)
+    assert line == (f"{path} is not UTF-8 text (byte 0; it looks like {shown}): re-encode it with `iconv -f {shown} "
+                    f"-t UTF-8 {path} > {path}.utf8 && mv {path}.utf8 {path}`, or point dataset.corpus.path at a "
+                    "UTF-8 export of the corpus")
+
+
+def test_the_re_encode_advice_works(tmp_path):
+    """Run the exact command the line gives; the reader then reads the file."""
+    import shutil
+    import subprocess
+
+    from langrepr.data.korean.corpus import text_file_sentences
+
+    if shutil.which("iconv") is None:
+        pytest.skip("no iconv here")
+    path = _korean_file(tmp_path / "k_text" / "cp949.txt", "cp949")
+    command = re.search(r"`([^`]+)`", user_error(text_file_sentences, path, 1000)).group(1)
+    subprocess.run(command, shell=True, check=True)
+    assert text_file_sentences(path, 1000)[:2] == ["대한민국의 수도는 서울이다.", "오늘은 날씨가 좋아서 공원에 갔다."]
+
+
+def test_the_gzip_re_encode_advice_works(tmp_path):
+    import gzip
+    import shutil
+    import subprocess
+
+    from langrepr.data.english.translation import read_lines
+
+    if shutil.which("iconv") is None:
+        pytest.skip("no iconv here")
+    path = tmp_path / "train.en.gz"
+    with gzip.open(path, "wb") as fh:
+        fh.write("a café in Zürich\n".encode("latin-1") * 20)
+    line = user_error(read_lines, path)
+    assert line.startswith(f"{path} is not UTF-8 text (byte ") and line.endswith(", or re-download it")
+    subprocess.run(re.search(r"`([^`]+)`", line).group(1), shell=True, check=True)
+    assert read_lines(path)[0] == "a café in Zürich"
+
+
+def test_quick_corpus_rating_that_is_not_a_number_names_file_and_line(tmp_path):   # X21
+    import gzip
+
+    from langrepr.data.korean.corpus import nsmc_neutral_reviews
+
+    path = tmp_path / "nsmc" / "nsmc_raw_reviews.tsv.gz"
+    path.parent.mkdir()
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write("review_id\trating\treview\n" + "".join(f"{i}\t6\t좋은 영화 {i}\n" for i in range(5)) + "9\tten\t별로\n")
+    assert user_error(nsmc_neutral_reviews, tmp_path, 100) == (
+        f"{path} line 7: rating 'ten' is not an integer 1-10; fix or drop that row")
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write("review_id\tscore\treview\n1\t6\t좋은 영화\n")
+    assert user_error(nsmc_neutral_reviews, tmp_path, 100) == (
+        f"{path}: header has no rating column(s) (found ['review_id', 'score', 'review']): the NSMC crawl needs "
+        "rating and review columns")
+
+
+def test_nsmc_crawl_in_another_encoding(tmp_path):
+    from langrepr.data.korean.nsmc import read_crawl
+
+    path = tmp_path / "crawl.tsv"
+    path.write_bytes(("review_id\trating\treview\n" + "".join(f"{i}\t1\t최악의 영화 {i}\n" for i in range(30)))
+                     .encode("cp949"))
+    line = user_error(read_crawl, path)
+    assert line.startswith(f"{path} is not UTF-8 text") and "CP949" in line
+
+
+def test_klue_json_damaged_or_in_another_encoding(tmp_path):
+    from langrepr.data.korean.corpus import klue_sentences
+
+    klue = tmp_path / "klue"
+    klue.mkdir()
+    (klue / "klue-nli-v1.1_dev.json").write_text('[{"premise": "가", "hypothesis": "나"}]', encoding="utf-8")
+    (klue / "klue-sts-v1.1_dev.json").write_text('[{"sentence": "다"}]', encoding="utf-8")
+    assert user_error(klue_sentences, tmp_path, 10) == (
+        f"{klue}/klue-sts-v1.1_dev.json is not the KLUE STS dev JSON (a list of records with sentence1 and "
+        "sentence2; KeyError: 'sentence1'): restore the original KLUE release")
+    (klue / "klue-nli-v1.1_dev.json").write_bytes('[{"premise": "가나다", "hypothesis": "라마바"}]'.encode("utf-16"))
+    assert "klue-nli-v1.1_dev.json is not UTF-8 text" in user_error(klue_sentences, tmp_path, 10)
+
+
+def test_klue_ner_and_korquad_in_another_encoding(tmp_path):
+    from langrepr.data.korean.korquad import read_squad_json
+    from langrepr.data.korean.ner import read_klue_ner
+
+    tsv = tmp_path / "klue-ner-v1.1_dev.tsv"
+    tsv.write_bytes("## 1\t<서울:LC>\n서\tB-LC\n울\tI-LC\n\n".encode("cp949") * 20)
+    assert "it looks like" in user_error(read_klue_ner, tsv) and str(tsv) in user_error(read_klue_ner, tsv)
+    squad = tmp_path / "KorQuAD_v1.0_dev.json"
+    squad.write_bytes('{"data": [{"title": "서울", "paragraphs": []}]}'.encode("utf-16"))
+    assert user_error(read_squad_json, squad).startswith(f"{squad} is not UTF-8 text (byte 0; it looks like UTF-16)")
+
+
+def test_probe_data_with_one_tag_or_another_encoding(tmp_path):
+    from langrepr.data.english.conll import read_conll
+    from langrepr.data.english.gum import read_conllu
+
+    conll = tmp_path / "eng.train"
+    conll.write_text("".join(f"w{i} NN I-NP O\nv{i} VB I-VP O\n\n" for i in range(5)))
+    assert user_error(read_conll, conll) == (
+        f"{conll}: every token of its 5 sentences has the tag 'O': the NER column is missing or the file is cut; "
+        "point LANGREPR_DATA_DIR at the original release")
+    conll.write_bytes("Zürich NNP I-NP I-LOC\n\n".encode("utf-16") * 3)
+    assert user_error(read_conll, conll).startswith(f"{conll} is not UTF-8 text (byte 0; it looks like UTF-16)")
+    gum = tmp_path / "en_gum-ud-train.conllu"
+    gum.write_bytes("".join(f"1\tcafé\tcafé\tNOUN\t_\t_\t0\troot\t_\t_\n\n" for _ in range(3)).encode("latin-1"))
+    line = user_error(read_conllu, gum)
+    assert line.startswith(f"{gum} is not UTF-8 text (byte ") and "point LANGREPR_DATA_DIR at the original" in line
+
+
+def test_bit_cipher_corpus_sources(tmp_path):
+    import gzip
+
+    from langrepr.data.english.corpus import iter_documents
+
+    (tmp_path / "agnews").mkdir()
+    (tmp_path / "agnews" / "test.csv").write_text('"1","title"\n')
+    source = {"path": "agnews/test.csv", "format": "csv", "text_columns": [1, 2]}
+    assert user_error(lambda: list(iter_documents([source], tmp_path))) == (
+        f"{tmp_path}/agnews/test.csv line 1 has 2 column(s) but the corpus source reads text_columns [1, 2]: fix "
+        "the source's text_columns or the file")
+    (tmp_path / "ptb.txt").write_bytes("caf\xe9 au lait\n".encode("latin-1") * 30)
+    line = user_error(lambda: list(iter_documents([{"path": "ptb.txt"}], tmp_path)))
+    assert line.startswith(f"{tmp_path}/ptb.txt is not UTF-8 text (byte 3") and line.endswith(
+        "or drop it from bitcipher.corpus.sources")
+    with gzip.open(tmp_path / "m.gz", "wt") as fh:
+        fh.write("some text\n" * 2000)
+    (tmp_path / "m.gz").write_bytes((tmp_path / "m.gz").read_bytes()[:40])
+    assert user_error(lambda: list(iter_documents([{"path": "m.gz"}], tmp_path))) == (
+        f"{tmp_path}/m.gz is a damaged gzip file (EOFError): re-download it or drop it from bitcipher.corpus.sources")
+
+
+def test_ptb_in_another_encoding_names_it(tmp_path):
+    from langrepr.data.english.text_lm import read_local_lines
+
+    (tmp_path / "ptb.train.txt").write_bytes("the café of w1 N\n".encode("cp1252") * 20)
+    line = user_error(read_local_lines, tmp_path, "ptb.train.txt")
+    assert line.startswith(f"{tmp_path}/ptb.train.txt is not UTF-8 text (byte 7; it looks like ")
+    assert line.endswith("or point data_dir at the original corpus") and "iconv -f" in line
+
+
+def test_binary_data_is_called_binary(tmp_path):
+    from langrepr.data.korean.corpus import text_file_sentences
+
+    path = tmp_path / "blob.txt"
+    path.write_bytes(bytes(range(256)) * 8)
+    assert user_error(text_file_sentences, path, 10) == (
+        f"{path} is not UTF-8 text (byte 128 cannot be decoded; it looks like binary data): put a UTF-8 text file "
+        "there, or point dataset.corpus.path at a UTF-8 export of the corpus")

@@ -108,7 +108,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
             splits, info = read_nsmc(self.data_dir, self.cache_dir, **self.source_options)
             return splits, info, None
         if self.data_dir:
-            splits, info = read_local(Path(self.data_dir), self.split_test_fraction, self.split_seed)
+            splits, info = read_local(Path(self.data_dir), self.split_test_fraction, self.split_seed,
+                                      len(self.class_names) if self.class_names is not None else None)
         else:
             splits, info = read_hub(self.name, self.cache_dir)
         return splits, info, None
@@ -123,10 +124,31 @@ class TextClassificationDataModule(pl.LightningDataModule):
             _, keep = stratified_split(labels, limit / len(texts), self.split_seed)
         return [texts[i] for i in keep], [labels[i] for i in keep]
 
+    def _check_classes(self, splits: dict, info: dict) -> None:
+        """Every class has training rows, and no row has a class beyond the configured class names."""
+        if self.multilabel:
+            return
+        labels = [lab for _, labs in splits.values() for lab in labs]
+        if not labels:
+            return
+        n = len(self.class_names) if self.class_names is not None else max(labels) + 1
+        beyond = sorted({lab for lab in labels if lab >= n})
+        if beyond:
+            raise UserError(f"{self.name} ({info.get('source', '?')}) has rows of class {beyond[0] + 1} but "
+                            f"{n} class names (dataset.datamodule.class_names): fix or drop those rows")
+        counts = np.bincount(np.asarray(splits["train"][1], dtype=np.int64), minlength=n)
+        empty = [i for i in range(n) if counts[i] == 0]
+        if empty:
+            named = [f"{i + 1}" + (f" ({self.class_names[i]})" if self.class_names is not None else "") for i in empty]
+            raise UserError(f"{self.name} ({info.get('source', '?')}): class {', '.join(named)} has no training "
+                            f"rows ({len(splits['train'][1])} rows, classes 1-{n}): the data is cut or filtered; "
+                            "restore the missing rows or point dataset.datamodule.data_dir at the full data")
+
     def _build(self) -> None:
         if self._splits:
             return
         splits, info, codes = self._read()
+        self._check_classes(splits, info)
         if "val" not in splits:
             texts, labels = splits["train"]
             if self.multilabel:

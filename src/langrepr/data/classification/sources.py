@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from langrepr.data.text_files import not_utf8
 from langrepr.errors import UserError
 
 # hub ids of the Zhang et al. (2015) splits, with the text columns joined in file order
@@ -38,19 +39,35 @@ LABEL_COLUMNS = {"yahoo": "topic"}
 Splits = dict[str, tuple[list[str], list]]
 
 
-def read_zhang_csv(path: str | Path) -> tuple[list[str], list[int]]:
-    """One Zhang-format CSV: (texts, 0-based labels); a malformed row names its line."""
+def read_zhang_csv(path: str | Path, num_classes: int | None = None) -> tuple[list[str], list[int]]:
+    """One Zhang-format CSV: (texts, 0-based labels); a malformed row names its line.
+
+    Every row must have as many fields as the first (the data set's columns) and, when `num_classes` is given
+    (the configured class names), a class index 1..num_classes.
+    """
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path} does not exist: point dataset.datamodule.data_dir at a folder with the Zhang et al. CSVs")
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    texts, labels = [], []
-    with path.open(newline="", encoding="utf-8") as f:
-        for n, row in enumerate(csv.reader(f), 1):
-            if len(row) < 2 or not row[0].strip().isdigit() or int(row[0]) < 1:
-                raise UserError(f"{path}:{n} is not a Zhang et al. row (class index >= 1, then text fields): {row[:2]!r}")
-            labels.append(int(row[0]) - 1)
-            texts.append(" ".join(field.replace("\\n", " ").strip() for field in row[1:]))
+    texts, labels, width = [], [], None
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            for n, row in enumerate(csv.reader(f), 1):
+                if len(row) < 2 or not row[0].strip().isdigit() or int(row[0]) < 1:
+                    header = " (a header line? the Zhang et al. files have none: delete it)" if n == 1 else ""
+                    raise UserError(f"{path}:{n} is not a Zhang et al. row (class index >= 1, then text fields): "
+                                    f"{row[:2]!r}{header}")
+                width = width or len(row)
+                if len(row) != width:
+                    raise UserError(f"{path}:{n} has {len(row)} fields where line 1 has {width}: a wrong column "
+                                    "count (an unquoted comma?); fix that row")
+                if num_classes is not None and int(row[0]) > num_classes:
+                    raise UserError(f"{path}:{n} has class {int(row[0])} but the data set has {num_classes} classes "
+                                    "(dataset.datamodule.class_names): fix or drop that row")
+                labels.append(int(row[0]) - 1)
+                texts.append(" ".join(field.replace("\\n", " ").strip() for field in row[1:]))
+    except UnicodeDecodeError as err:
+        raise not_utf8(path, err, "point dataset.datamodule.data_dir at the original CSVs") from None
     if not texts:
         raise UserError(f"{path} is empty: it must hold one labelled row per line")
     return texts, labels
@@ -71,7 +88,8 @@ def stratified_split(labels: list, fraction: float, seed: int) -> tuple[np.ndarr
     return np.sort(np.concatenate(rest)), np.sort(np.concatenate(held))
 
 
-def read_local(data_dir: str | Path, split_test_fraction: float | None, split_seed: int) -> tuple[Splits, dict]:
+def read_local(data_dir: str | Path, split_test_fraction: float | None, split_seed: int,
+               num_classes: int | None = None) -> tuple[Splits, dict]:
     """train/test from a local Zhang folder; with only test.csv, split it (stated in the returned info)."""
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
@@ -81,9 +99,10 @@ def read_local(data_dir: str | Path, split_test_fraction: float | None, split_se
         if not has_train:
             raise UserError(f"{data_dir} has no train.csv: give the full Zhang folder, or set "
                             "dataset.datamodule.split_test_fraction to split test.csv into train and test")
-        splits = {"train": read_zhang_csv(data_dir / "train.csv"), "test": read_zhang_csv(data_dir / "test.csv")}
+        splits = {"train": read_zhang_csv(data_dir / "train.csv", num_classes),
+                  "test": read_zhang_csv(data_dir / "test.csv", num_classes)}
         return splits, {"source": str(data_dir), "split": "official train/test"}
-    texts, labels = read_zhang_csv(data_dir / "test.csv")
+    texts, labels = read_zhang_csv(data_dir / "test.csv", num_classes)
     train_idx, test_idx = stratified_split(labels, split_test_fraction, split_seed)
     pick = lambda idx: ([texts[i] for i in idx], [labels[i] for i in idx])  # noqa: E731
     info = {"source": str(data_dir / "test.csv"),
@@ -135,11 +154,17 @@ def read_mimic50(data_dir: str | Path) -> tuple[Splits, dict, list[str]]:
                         "build train_50.csv/dev_50.csv/test_50.csv with the CAML scripts and set data_dir")
     rows = {}
     for split, fname in (("train", "train_50.csv"), ("val", "dev_50.csv"), ("test", "test_50.csv")):
-        with (data_dir / fname).open(newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            if not {"TEXT", "LABELS"} <= set(reader.fieldnames or []):
-                raise UserError(f"{data_dir / fname} needs the columns TEXT and LABELS (Mullenbach et al. format)")
-            rows[split] = [(r["TEXT"], [c for c in r["LABELS"].split(";") if c]) for r in reader]
+        try:
+            with (data_dir / fname).open(newline="", encoding="utf-8") as f:
+                reader = csv.DictReader(f)
+                if not {"TEXT", "LABELS"} <= set(reader.fieldnames or []):
+                    raise UserError(f"{data_dir / fname} needs the columns TEXT and LABELS (Mullenbach et al. format)")
+                rows[split] = [(r["TEXT"], [c for c in (r["LABELS"] or "").split(";") if c]) for r in reader]
+        except UnicodeDecodeError as err:
+            raise not_utf8(data_dir / fname, err, "rebuild it with the CAML scripts") from None
+        except FileNotFoundError:
+            raise UserError(f"{data_dir / fname} does not exist: build train_50.csv/dev_50.csv/test_50.csv with the "
+                            "CAML scripts into one folder") from None
     top = data_dir / "TOP_50_CODES.csv"
     if top.is_file():
         codes = [line.strip() for line in top.read_text().splitlines() if line.strip()]

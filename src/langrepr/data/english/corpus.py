@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from langrepr.data.text_files import not_utf8
 from langrepr.errors import UserError
 
 FORMATS = ("lines", "csv", "conll", "conllu")
@@ -56,19 +57,22 @@ def _open_text(path: Path) -> io.TextIOBase:
 
 def _local_documents(path: Path, source: dict) -> Iterator[str]:
     fmt = source.get("format", "lines")
-    if fmt == "lines":
-        with _open_text(path) as fh:
-            for line in fh:
-                if line.strip():
-                    yield line.strip()
-    elif fmt == "csv":
-        columns = list(source.get("text_columns", [0]))
-        with _open_text(path) as fh:
-            for row in csv.reader(fh):
-                text = " ".join(row[c] for c in columns if c < len(row)).replace("\\", " ")
-                if text.strip():
-                    yield text
-    elif fmt in ("conll", "conllu"):
+    try:
+        if fmt == "lines":
+            with _open_text(path) as fh:
+                for line in fh:
+                    if line.strip():
+                        yield line.strip()
+        elif fmt == "csv":
+            yield from _csv_documents(path, list(source.get("text_columns", [0])))
+    except UnicodeDecodeError as err:
+        raise not_utf8(path, err, "drop it from bitcipher.corpus.sources") from None
+    except (EOFError, gzip.BadGzipFile) as err:
+        raise UserError(f"{path} is a damaged gzip file ({type(err).__name__}): re-download it or drop it from "
+                        "bitcipher.corpus.sources") from None
+    if fmt in ("lines", "csv"):
+        return
+    if fmt in ("conll", "conllu"):
         from langrepr.data.english.conll import read_conll
         from langrepr.data.english.gum import read_conllu
 
@@ -76,6 +80,18 @@ def _local_documents(path: Path, source: dict) -> Iterator[str]:
             yield " ".join(tokens)
     else:
         raise UserError(f"unknown corpus format '{fmt}' for {path}: choose one of {', '.join(FORMATS)}")
+
+
+def _csv_documents(path: Path, columns: list[int]) -> Iterator[str]:
+    """One document per CSV row: its `text_columns` joined; a file with fewer columns than asked is an error."""
+    with _open_text(path) as fh:
+        for number, row in enumerate(csv.reader(fh), 1):
+            if row and max(columns) >= len(row):
+                raise UserError(f"{path} line {number} has {len(row)} column(s) but the corpus source reads "
+                                f"text_columns {columns}: fix the source's text_columns or the file")
+            text = " ".join(row[c] for c in columns if c < len(row)).replace("\\", " ")
+            if text.strip():
+                yield text
 
 
 def _hub_documents(source: dict) -> Iterator[str]:

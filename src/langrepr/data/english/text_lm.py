@@ -27,6 +27,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from langrepr.data.integrity import check_corpus, file_digests
+from langrepr.data.text_files import not_utf8
 from langrepr.errors import UserError
 
 SPECIALS = ("<pad>", "<mask>")
@@ -42,8 +43,7 @@ def read_local_lines(folder: Path, filename: str) -> list[str]:
     try:
         return path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as err:
-        raise UserError(f"{path} is not UTF-8 text (byte {err.start}): re-encode it (iconv -t utf-8) or point "
-                        "data_dir at the original corpus") from None
+        raise not_utf8(path, err, "point data_dir at the original corpus") from None
 
 
 def read_hub_lines(hub_name: str, hub_config: str | None, split: str, text_field: str) -> list[str]:

@@ -30,6 +30,7 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from langrepr.data.integrity import file_digests
+from langrepr.data.text_files import not_utf8
 from langrepr.errors import UserError
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
@@ -46,7 +47,9 @@ def read_lines(path: Path) -> list[str]:
     try:
         with opener(path, "rt", encoding="utf-8") as fh:
             return [line.rstrip("\n") for line in fh]
-    except (UnicodeDecodeError, OSError, EOFError) as err:   # not UTF-8, or a damaged .gz
+    except UnicodeDecodeError as err:
+        raise not_utf8(path, err, "re-download it") from None
+    except (OSError, EOFError) as err:   # a damaged .gz
         raise UserError(f"{path} cannot be read as UTF-8 text ({type(err).__name__}): re-encode or re-download "
                         "it") from None
 

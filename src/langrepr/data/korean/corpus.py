@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from langrepr.data.korean.korquad import train_part_contexts
+from langrepr.data.text_files import not_utf8
 from langrepr.errors import UserError
 
 SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
@@ -31,27 +32,48 @@ def nsmc_neutral_reviews(data_dir: str | Path, limit: int) -> list[str]:
     """Up to `limit` raw NSMC reviews rated 5-8, in file order (outside every NSMC-style split)."""
     path = require(Path(data_dir) / "nsmc" / "nsmc_raw_reviews.tsv.gz", "NSMC raw review file")
     out = []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for row in csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE):
-            text = (row.get("review") or "").strip()
-            if text and int(row["rating"]) in NEUTRAL_RATINGS:
-                out.append(text)
-                if len(out) >= limit:
-                    break
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+            missing = [c for c in ("rating", "review") if c not in (reader.fieldnames or [])]
+            if missing:
+                raise UserError(f"{path}: header has no {', '.join(missing)} column(s) (found {reader.fieldnames}): "
+                                "the NSMC crawl needs rating and review columns")
+            for row in reader:
+                text = (row.get("review") or "").strip()
+                try:
+                    rating = int(row["rating"])
+                except (TypeError, ValueError):
+                    raise UserError(f"{path} line {reader.line_num}: rating {row['rating']!r} is not an integer "
+                                    "1-10; fix or drop that row") from None
+                if text and rating in NEUTRAL_RATINGS:
+                    out.append(text)
+                    if len(out) >= limit:
+                        break
+    except UnicodeDecodeError as err:
+        raise not_utf8(path, err, "point LANGREPR_DATA_DIR at the original crawl") from None
+    except (EOFError, gzip.BadGzipFile) as err:
+        raise UserError(f"{path} is a damaged gzip file ({type(err).__name__}): restore the original crawl") from None
     return out
 
 
 def klue_sentences(data_dir: str | Path, limit: int) -> list[str]:
     """KLUE NLI premises/hypotheses and STS sentence pairs (dev files), deduplicated."""
     seen: dict[str, None] = {}
-    nli = json.loads(require(Path(data_dir) / "klue" / "klue-nli-v1.1_dev.json", "KLUE NLI file").read_text())
-    sts = json.loads(require(Path(data_dir) / "klue" / "klue-sts-v1.1_dev.json", "KLUE STS file").read_text())
-    for row in nli:
-        seen.setdefault(row["premise"].strip(), None)
-        seen.setdefault(row["hypothesis"].strip(), None)
-    for row in sts:
-        seen.setdefault(row["sentence1"].strip(), None)
-        seen.setdefault(row["sentence2"].strip(), None)
+    for name, what, fields in (("klue-nli-v1.1_dev.json", "KLUE NLI file", ("premise", "hypothesis")),
+                               ("klue-sts-v1.1_dev.json", "KLUE STS file", ("sentence1", "sentence2"))):
+        path = require(Path(data_dir) / "klue" / name, what)
+        try:
+            rows = json.loads(path.read_text(encoding="utf-8"))
+            for row in rows:
+                for field in fields:
+                    seen.setdefault(row[field].strip(), None)
+        except UnicodeDecodeError as err:
+            raise not_utf8(path, err, "restore the original KLUE release") from None
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
+            raise UserError(f"{path} is not the KLUE {what.split()[1]} dev JSON (a list of records with "
+                            f"{' and '.join(fields)}; {type(err).__name__}: {' '.join(str(err).split())[:80]}): "
+                            "restore the original KLUE release") from None
     return [s for s in seen if s][:limit]
 
 
@@ -63,12 +85,15 @@ def text_file_sentences(path: str | Path, limit: int) -> list[str]:
     """One sentence per line from a local text file (e.g. NIKL MODU newspaper text exported to lines)."""
     path = require(Path(path), "corpus file")
     out = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                out.extend(split_sentences([line]))
-            if len(out) >= limit:
-                break
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    out.extend(split_sentences([line]))
+                if len(out) >= limit:
+                    break
+    except UnicodeDecodeError as err:
+        raise not_utf8(path, err, "point dataset.corpus.path at a UTF-8 export of the corpus") from None
     return out[:limit]
 
 

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from langrepr.data.text_files import not_utf8
 from langrepr.errors import UserError
 
 LOCAL_DEV = "korquad1/KorQuAD_v1.0_dev.json"
@@ -40,7 +41,9 @@ def read_squad_json(path: str | Path) -> list[Question]:
         out = [Question(qa["id"], article["title"], paragraph["context"], qa["question"],
                         tuple(a["text"] for a in qa["answers"]), int(qa["answers"][0]["answer_start"]))
                for article in articles for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
-    except (json.JSONDecodeError, KeyError, TypeError, IndexError, UnicodeDecodeError) as err:
+    except UnicodeDecodeError as err:
+        raise not_utf8(path, err, f"pass the original {LOCAL_DEV}") from None
+    except (json.JSONDecodeError, KeyError, TypeError, IndexError) as err:
         raise UserError(f"{path} is not KorQuAD v1.0 (SQuAD v1.1) JSON ({type(err).__name__}: {err}): "
                         "pass the original KorQuAD_v1.0_*.json file") from None
     if not out:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from langrepr.data.text_files import not_utf8
 from langrepr.errors import UserError
 
 KLUE_TYPES = {"PS": "PER", "LC": "LOC", "OG": "ORG", "DT": "DT", "TI": "TI", "QT": "QT"}
@@ -62,30 +63,33 @@ def read_klue_ner(path: str | Path, types: dict[str, str] | None = None) -> list
             sentences.append(TaggedSentence(guid or f"{path.name}:{len(sentences)}", "".join(chars),
                                             bio_to_spans(tags)))
 
-    with open(path, encoding="utf-8") as fh:
-        for number, raw in enumerate(fh, 1):
-            line = raw.rstrip("\n").rstrip("\r")
-            if line.startswith("##"):
-                if "\t" in line:                    # "## guid<TAB>marked-up sentence" starts a sentence
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for number, raw in enumerate(fh, 1):
+                line = raw.rstrip("\n").rstrip("\r")
+                if line.startswith("##"):
+                    if "\t" in line:                    # "## guid<TAB>marked-up sentence" starts a sentence
+                        flush()
+                        guid, chars, tags = line[2:].split("\t", 1)[0].strip(), [], []
+                    continue
+                if not line.strip("\t"):
                     flush()
-                    guid, chars, tags = line[2:].split("\t", 1)[0].strip(), [], []
-                continue
-            if not line.strip("\t"):
-                flush()
-                guid, chars, tags = None, [], []
-                continue
-            parts = line.split("\t")
-            if len(parts) != 2 or len(parts[0]) != 1:
-                raise UserError(f"{path} line {number}: expected one character, a tab and its tag, got {line!r}")
-            char, tag = parts
-            if tag != OUTSIDE:
-                prefix, _, kind = tag.partition("-")
-                if prefix not in ("B", "I") or kind not in types:
-                    raise UserError(f"{path} line {number}: tag {tag!r} is not in the tag set (O, B-/I- of "
-                                    f"{', '.join(types)}); fix the line or extend the dataset's types")
-                tag = f"{prefix}-{types[kind]}"
-            chars.append(char)
-            tags.append(tag)
+                    guid, chars, tags = None, [], []
+                    continue
+                parts = line.split("\t")
+                if len(parts) != 2 or len(parts[0]) != 1:
+                    raise UserError(f"{path} line {number}: expected one character, a tab and its tag, got {line!r}")
+                char, tag = parts
+                if tag != OUTSIDE:
+                    prefix, _, kind = tag.partition("-")
+                    if prefix not in ("B", "I") or kind not in types:
+                        raise UserError(f"{path} line {number}: tag {tag!r} is not in the tag set (O, B-/I- of "
+                                        f"{', '.join(types)}); fix the line or extend the dataset's types")
+                    tag = f"{prefix}-{types[kind]}"
+                chars.append(char)
+                tags.append(tag)
+    except UnicodeDecodeError as err:
+        raise not_utf8(path, err, "restore the original KLUE-NER release") from None
     flush()
     if not sentences:
         raise UserError(f"{path} holds no tagged sentence: point the dataset at a KLUE-NER TSV file")
@@ -112,6 +116,8 @@ def read_modu_json(path: str | Path, what: str) -> dict:
                         "point the dataset's path at its JSON file")
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise not_utf8(path, err, "restore the NIKL release") from None
     except json.JSONDecodeError as err:
         raise UserError(f"{path} line {err.lineno}: malformed JSON ({err.msg}); the NIKL release is one JSON "
                         "object per file") from None

@@ -17,6 +17,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from langrepr.data.text_files import not_utf8
 from langrepr.errors import UserError
 from langrepr.utils import write_json_atomic
 
@@ -52,27 +53,32 @@ def read_crawl(path: str | Path, max_chars: int = 140) -> dict[int, list[Review]
     opener = gzip.open if path.suffix == ".gz" else open
     by_label: dict[int, list[Review]] = {0: [], 1: []}
     seen: set[str] = set()
-    with opener(path, "rt", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise UserError(f"{path}: header has no {', '.join(missing)} column(s) (found "
-                            f"{reader.fieldnames}): the crawl needs review_id, rating and review columns")
-        for row in reader:
-            line = reader.line_num
-            try:
-                rating = int(row["rating"])
-            except (TypeError, ValueError):
-                raise UserError(f"{path} line {line}: rating {row['rating']!r} is not an integer 1-10; "
-                                "fix or drop that row") from None
-            if not 1 <= rating <= 10:
-                raise UserError(f"{path} line {line}: rating {rating} is outside 1-10; fix or drop that row")
-            text = (row["review"] or "").strip()
-            label = label_of(rating)
-            if label is None or not text or len(text) >= max_chars or text in seen:
-                continue
-            seen.add(text)
-            by_label[label].append(Review(row["review_id"], text, label))
+    try:
+        with opener(path, "rt", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+            missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise UserError(f"{path}: header has no {', '.join(missing)} column(s) (found "
+                                f"{reader.fieldnames}): the crawl needs review_id, rating and review columns")
+            for row in reader:
+                line = reader.line_num
+                try:
+                    rating = int(row["rating"])
+                except (TypeError, ValueError):
+                    raise UserError(f"{path} line {line}: rating {row['rating']!r} is not an integer 1-10; "
+                                    "fix or drop that row") from None
+                if not 1 <= rating <= 10:
+                    raise UserError(f"{path} line {line}: rating {rating} is outside 1-10; fix or drop that row")
+                text = (row["review"] or "").strip()
+                label = label_of(rating)
+                if label is None or not text or len(text) >= max_chars or text in seen:
+                    continue
+                seen.add(text)
+                by_label[label].append(Review(row["review_id"], text, label))
+    except UnicodeDecodeError as err:
+        raise not_utf8(path, err, "point LANGREPR_DATA_DIR at the original crawl") from None
+    except (EOFError, gzip.BadGzipFile) as err:
+        raise UserError(f"{path} is a damaged gzip file ({type(err).__name__}): restore the original crawl") from None
     return by_label
 
 
