@@ -854,7 +854,7 @@ def test_probe_data_with_one_tag_or_another_encoding(tmp_path):
     conll.write_bytes("Zürich NNP I-NP I-LOC\n\n".encode("utf-16") * 3)
     assert user_error(read_conll, conll).startswith(f"{conll} is not UTF-8 text (byte 0; it looks like UTF-16)")
     gum = tmp_path / "en_gum-ud-train.conllu"
-    gum.write_bytes("".join(f"1\tcafé\tcafé\tNOUN\t_\t_\t0\troot\t_\t_\n\n" for _ in range(3)).encode("latin-1"))
+    gum.write_bytes("".join("1\tcafé\tcafé\tNOUN\t_\t_\t0\troot\t_\t_\n\n" for _ in range(3)).encode("latin-1"))
     line = user_error(read_conllu, gum)
     assert line.startswith(f"{gum} is not UTF-8 text (byte ") and "point LANGREPR_DATA_DIR at the original" in line
 
@@ -898,3 +898,146 @@ def test_binary_data_is_called_binary(tmp_path):
     assert user_error(text_file_sentences, path, 10) == (
         f"{path} is not UTF-8 text (byte 128 cannot be decoded; it looks like binary data): put a UTF-8 text file "
         "there, or point dataset.corpus.path at a UTF-8 export of the corpus")
+
+
+# ---------------------------------------------------------------- 4. the BigQuery export: a stated timeout, binary claims
+
+def _stub_bigquery(monkeypatch, query) -> dict:
+    """Fake google.cloud.bigquery / google.auth (no network, no real library): `query` is the client's query()."""
+    import types
+
+    bigquery, seen = types.ModuleType("google.cloud.bigquery"), {}
+
+    class Retry:
+        def __init__(self, deadline=600.0):
+            self.deadline = deadline
+
+        def with_deadline(self, deadline):
+            return Retry(deadline)
+
+    bigquery.DEFAULT_RETRY, bigquery.DEFAULT_JOB_RETRY = Retry(), Retry()
+    bigquery.ScalarQueryParameter = bigquery.ArrayQueryParameter = lambda *args: args
+    bigquery.QueryJobConfig = lambda **kw: kw
+    bigquery.Client = lambda **kw: types.SimpleNamespace(query=query)
+    errors = types.ModuleType("google.auth.exceptions")
+    errors.DefaultCredentialsError = type("DefaultCredentialsError", (Exception,), {})
+    auth = types.ModuleType("google.auth")
+    auth.default = lambda scopes=None: (object(), "p")
+    for name, mod in {"google.cloud.bigquery": bigquery, "google.auth": auth, "google.auth.exceptions": errors}.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    return seen
+
+
+def test_export_with_no_route_stops_at_the_stated_timeout(tmp_path, monkeypatch, capsys):   # e13
+    import threading
+    import time
+
+    from langrepr.data.patents.export import main
+
+    release, seen = threading.Event(), {}
+
+    def query(sql, job_config=None, retry=None, timeout=None, job_retry=None):
+        seen.update(retry=retry.deadline, job_retry=job_retry.deadline, timeout=timeout)
+        release.wait(30)                       # the client retrying against a network with no route
+
+    _stub_bigquery(monkeypatch, query)
+    started = time.monotonic()
+    try:
+        code = main(["export", "--out", str(tmp_path / "out"), "--project", "p", "--timeout", "0.5"])
+    finally:
+        release.set()
+    took = time.monotonic() - started
+    out, err = capsys.readouterr()
+    assert code == 2 and took < 5, took
+    assert err.splitlines() == ["error: could not reach BigQuery within 0.5 s (--timeout; CallTimedOut): check the "
+                                "network or proxy to bigquery.googleapis.com, or raise --timeout; then rerun (the "
+                                "export resumes)"]
+    assert seen == {"retry": 0.5, "job_retry": 0.5, "timeout": 0.5}   # the client is told the same limit
+    assert not list((tmp_path / "out").glob("*.parquet"))
+
+
+def test_export_timeout_default_and_the_clients_own_deadline(tmp_path, monkeypatch, capsys):
+    from langrepr.data.patents.export import DEFAULT_TIMEOUT_S, main, parse_args
+
+    assert parse_args(["export", "--out", "x"]).timeout_s == DEFAULT_TIMEOUT_S == 60
+
+    class RetryError(Exception):
+        pass
+
+    def query(sql, job_config=None, retry=None, timeout=None):
+        raise RetryError("Deadline of 60.0s exceeded while calling target function")
+
+    _stub_bigquery(monkeypatch, query)
+    assert main(["export", "--out", str(tmp_path), "--project", "p"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: could not reach BigQuery within 60 s (--timeout; RetryError): check the network or proxy to "
+        "bigquery.googleapis.com, or raise --timeout; then rerun (the export resumes)"]
+    assert main(["export", "--out", str(tmp_path), "--project", "p", "--timeout", "0"]) == 2
+    assert capsys.readouterr().err.splitlines() == ["error: --timeout 0.0: pass a positive number of seconds "
+                                                    "(default 60)"]
+
+
+def test_export_rows_wait_for_the_job_and_fetch_pages_within_the_timeout(monkeypatch):
+    import types
+
+    import langrepr.data.patents.export as export
+
+    monkeypatch.setattr(export, "POLL_S", 0.0)
+    _stub_bigquery(monkeypatch, lambda *a, **k: None)
+    backend = export.BigQueryBackend("p", timeout_s=2)
+    polls, asked = iter([False, False, True]), {}
+
+    def result(start_index=None, page_size=None, timeout=None, retry=None):
+        asked.update(start_index=start_index, page_size=page_size, timeout=timeout)
+        return types.SimpleNamespace(pages=iter([[{"n": 1}, {"n": 2}], [{"n": 3}]]))
+
+    job = types.SimpleNamespace(done=lambda retry=None, timeout=None: next(polls), result=result)
+    assert [r["n"] for r in backend.rows(job, 7)] == [1, 2, 3]
+    assert asked == {"start_index": 7, "page_size": 10_000, "timeout": 2.0}
+
+
+def _binary_claims_backend(claims):
+    import types
+
+    rows = [{"publication_number": f"US-{8000000 + i}-B2", "kind_code": "B2", "publication_date": 20120304,
+             "filing_date": 20100101, "split": "train", "cpc": [{"code": "G06Q10/08", "first": True}],
+             "claims_localized": [{"text": f"1. A widget number {i}.", "language": "en"}]} for i in range(5)]
+    rows[3]["claims_localized"] = [{"text": claims, "language": "en"}]
+
+    class Backend:
+        def dry_run(self, sql, params):
+            return 10
+
+        def run(self, sql, params, maximum_bytes_billed):
+            return types.SimpleNamespace(job_id="job-1")
+
+        def rows(self, job, start_index):
+            yield from rows[start_index:]
+
+    return Backend()
+
+
+def test_binary_claims_in_an_export_name_the_row(tmp_path, capsys):
+    from langrepr.data.patents.export import main
+
+    code = main(["export", "--out", str(tmp_path), "--project", "p", "--shard-rows", "2"],
+                backend=_binary_claims_backend(b"\xff\xfe1. A widget \x80"))
+    out, err = capsys.readouterr()
+    assert code == 2 and err.splitlines() == [
+        "error: result row 3 (US-8000003-B2): its claims text is binary data, not UTF-8 (byte 0): "
+        "claims_localized.text must be STRING, as in patents-public-data.patents.publications; check --table "
+        "patents-public-data.patents.publications (the shards before this row are kept)"]
+    assert sorted(p.name for p in tmp_path.glob("*.parquet")) == ["train-00000.parquet"]   # rows 0-1 kept: resumable
+    assert not (tmp_path / "manifest.json").exists()
+
+
+def test_utf8_bytes_claims_are_decoded(tmp_path):
+    import pyarrow.parquet as pq
+
+    from langrepr.data.patents.export import ExportConfig, export
+
+    export(ExportConfig(out=str(tmp_path), project="p"), backend=_binary_claims_backend("1. Ein Gerät.".encode()),
+           echo=lambda *_: None)
+    claims = pq.read_table(tmp_path / "train-00000.parquet").column("claims").to_pylist()
+    assert claims[3] == "1. Ein Gerät."

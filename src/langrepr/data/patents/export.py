@@ -11,6 +11,11 @@ constant text. Resumable: rows come ordered by (split, publication_number) and e
 records the result-row range it holds, so a rerun continues at the first missing row (BigQuery
 serves an identical query from its 24 h result cache at no cost).
 
+Every call to BigQuery is bounded by ``--timeout`` seconds (default 60): the client's own timeout and retry
+deadline are set to it, and the call itself is abandoned when it has not answered by then, so a machine with
+credentials but no route to Google stops with one line naming the setting instead of retrying silently for
+many minutes. Waiting for a long query to finish is not bounded: each poll of its status is.
+
 Usage: ``python -m langrepr.data.patents.export export --project P --out DIR`` (equivalently
 ``python -m langrepr.data.patents.uspto export ...``).
 """
@@ -25,6 +30,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -45,6 +51,8 @@ from langrepr.errors import UserError
 TABLE = "patents-public-data.patents.publications"
 STATE = ".export_state.json"
 TIB = 2 ** 40
+DEFAULT_TIMEOUT_S = 60.0   # --timeout: the longest any one BigQuery call may take (retries included)
+POLL_S = 5.0               # between two polls of a running query's status
 
 # Constant text: every value is an @parameter. Claims are cut before claim 21 in SQL only to
 # shrink the download; Python re-splits (METHODS §1.6). `cpc` is selected raw, in array order,
@@ -100,6 +108,7 @@ class ExportConfig:
     price_per_tib: float = 6.25                      # on-demand USD per TiB scanned
     shard_rows: int = 50_000
     table: str = TABLE
+    timeout_s: float = DEFAULT_TIMEOUT_S             # --timeout: any one BigQuery call, retries included
     language: str = "en"
     country: str = "US"
     kind_codes: list[str] = field(default_factory=lambda: ["B1", "B2"])   # utility grants
@@ -135,7 +144,38 @@ class Backend(Protocol):
     def rows(self, job: Any, start_index: int) -> Iterable[Mapping[str, Any]]: ...
 
 
-NETWORK_TIMEOUT_S = 120   # per API call: a key with no route to Google fails with one line instead of hanging
+class CallTimedOut(TimeoutError):
+    """A BigQuery call that did not answer within --timeout (abandoned in its thread)."""
+
+
+def within(seconds: float, fn, *args, **kwargs):
+    """fn(*args, **kwargs), abandoned after `seconds`: the client's retry loop cannot outlast the deadline.
+
+    The call runs in a daemon thread, so an abandoned call never keeps the process alive.
+    """
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = fn(*args, **kwargs)
+        except BaseException as err:  # noqa: BLE001  (re-raised in the caller's thread)
+            outcome["error"] = err
+
+    worker = threading.Thread(target=target, name="bigquery-call", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise CallTimedOut(f"no answer within {seconds:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _parameter_names(fn) -> set[str]:
+    try:
+        return set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):   # builtins such as next()
+        return set()
 
 
 def check_key_file(path: str | None) -> None:
@@ -162,14 +202,17 @@ def _is_network_error(err: Exception) -> bool:
 
     names = {type(e).__name__ for e in (err, err.__cause__, err.__context__) if e is not None}
     return bool(names & {"ConnectionError", "ConnectTimeout", "ReadTimeout", "Timeout", "TransportError",
-                         "RetryError", "DeadlineExceeded", "ServiceUnavailable"}) or isinstance(
+                         "RetryError", "DeadlineExceeded", "ServiceUnavailable", "CallTimedOut"}) or isinstance(
         err, (concurrent.futures.TimeoutError, TimeoutError, ConnectionError))
 
 
 class BigQueryBackend:
     """The real client; raises UserError (one line) when the project, library or credentials are missing."""
 
-    def __init__(self, project: str | None):
+    def __init__(self, project: str | None, timeout_s: float = DEFAULT_TIMEOUT_S):
+        if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
+            raise UserError(f"--timeout {timeout_s}: pass a positive number of seconds (default {DEFAULT_TIMEOUT_S:g})")
+        self.timeout_s = float(timeout_s)
         project = project or os.environ.get("GOOGLE_CLOUD_PROJECT")
         if not project:
             raise UserError("no Google Cloud project: pass --project P or set GOOGLE_CLOUD_PROJECT "
@@ -197,15 +240,22 @@ class BigQueryBackend:
                 for n, t, v in params]
 
     def _call(self, fn, *args, **kwargs):
-        if "timeout" in inspect.signature(fn).parameters:   # google-cloud-bigquery's query() and result() do
-            kwargs["timeout"] = NETWORK_TIMEOUT_S
+        """Call fn with the client's timeout and retry deadline set to --timeout; abandon it past that."""
+        names = _parameter_names(fn)
+        if "timeout" in names:               # google-cloud-bigquery's query(), result() and done() take both
+            kwargs["timeout"] = self.timeout_s
+        for name, default in (("retry", "DEFAULT_RETRY"), ("job_retry", "DEFAULT_JOB_RETRY")):
+            policy = getattr(self.bq, default, None)
+            if name in names and hasattr(policy, "with_deadline"):
+                kwargs[name] = policy.with_deadline(self.timeout_s)
         try:
-            return fn(*args, **kwargs)
+            # a little grace, so that the client's own deadline (a clearer error) fires first where it works
+            return within(self.timeout_s + min(5.0, self.timeout_s / 10), fn, *args, **kwargs)
         except Exception as e:   # google.api_core errors carry a one-line .message; keep it that way
             if _is_network_error(e):
-                raise UserError(f"could not reach BigQuery within {NETWORK_TIMEOUT_S} s ({type(e).__name__}): check "
-                                "the network or proxy to bigquery.googleapis.com, then rerun (the export resumes)"
-                                ) from None
+                raise UserError(f"could not reach BigQuery within {self.timeout_s:g} s (--timeout; {type(e).__name__}): "
+                                "check the network or proxy to bigquery.googleapis.com, or raise --timeout; then "
+                                "rerun (the export resumes)") from None
             message = getattr(e, "message", None)
             if message is None:
                 raise
@@ -220,15 +270,38 @@ class BigQueryBackend:
         return self._call(self.client.query, sql, job_config=cfg)
 
     def rows(self, job: Any, start_index: int) -> Iterable[Mapping[str, Any]]:
-        return self._call(job.result, start_index=start_index or None, page_size=10_000)
+        """The result rows from `start_index`: the query is waited for poll by poll, each page fetched in --timeout."""
+        while not self._call(job.done):
+            time.sleep(POLL_S)
+        pages = iter(self._call(job.result, start_index=start_index or None, page_size=10_000).pages)
+        end = object()
+        while (page := self._call(next, pages, end)) is not end:
+            yield from page
 
 
-def _record(row: Mapping[str, Any], language: str) -> dict[str, Any] | None:
+def _claims_text(text: Any, row: Mapping[str, Any], position: int, table: str) -> str:
+    """Claims as str: UTF-8 bytes are decoded; anything else is one line naming the result row."""
+    if isinstance(text, str):
+        return text
+    where = f"result row {position} ({row.get('publication_number', '?')})"
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(text).decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise UserError(f"{where}: its claims text is binary data, not UTF-8 (byte {err.start}): "
+                            f"claims_localized.text must be STRING, as in {TABLE}; check --table {table} (the shards "
+                            "before this row are kept)") from None
+    raise UserError(f"{where}: its claims text is a {type(text).__name__}, not text: claims_localized.text must be "
+                    f"STRING, as in {TABLE}; check --table {table} (the shards before this row are kept)")
+
+
+def _record(row: Mapping[str, Any], language: str, position: int = 0, table: str = TABLE) -> dict[str, Any] | None:
     """One parquet record from a result row (None when it has no claims in ``language``)."""
     text = next((c["text"] for c in (row["claims_localized"] or [])
                  if c.get("language") == language and c.get("text")), None)
     if text is None or not row["cpc"]:
         return None
+    text = _claims_text(text, row, position, table)
     return {"publication_number": row["publication_number"], "kind_code": row["kind_code"],
             "publication_date": int(row["publication_date"]), "filing_date": int(row["filing_date"] or 0),
             "split": row["split"], "claims": first_claims_text(text),
@@ -265,7 +338,7 @@ def export(cfg: ExportConfig, backend: Backend | None = None, echo=print) -> Pat
                 shards.append(s)
     offset = shards[-1]["end"] if shards else 0
 
-    backend = backend or BigQueryBackend(cfg.project)
+    backend = backend or BigQueryBackend(cfg.project, cfg.timeout_s)
     estimate = int(backend.dry_run(sql, params))
     cost = estimate / TIB * cfg.price_per_tib
     echo(f"dry run: {estimate:,} bytes ({estimate / 2**30:,.1f} GiB) ~ ${cost:,.2f} at ${cfg.price_per_tib}/TiB "
@@ -294,7 +367,7 @@ def export(cfg: ExportConfig, backend: Backend | None = None, echo=print) -> Pat
     buffer: list[dict] = []
     position = offset
     for row in backend.rows(job, offset):
-        record = _record(row, cfg.language)
+        record = _record(row, cfg.language, position, cfg.table)
         if record is None:
             skipped += 1
         elif buffer and (record["split"] != buffer[0]["split"] or len(buffer) >= cfg.shard_rows):
@@ -329,10 +402,12 @@ def parse_args(argv: list[str]) -> ExportConfig:
     e.add_argument("--price-per-tib", type=float, default=6.25, help="on-demand USD per TiB, for the estimate")
     e.add_argument("--shard-rows", type=int, default=50_000)
     e.add_argument("--table", default=TABLE)
+    e.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                   help=f"seconds any one BigQuery call may take, retries included (default {DEFAULT_TIMEOUT_S:g})")
     a = p.parse_args(argv)
     return ExportConfig(out=a.out, project=a.project, max_bytes_billed=a.max_bytes_billed,
                         allow_expensive=a.allow_expensive, limit=a.limit, price_per_tib=a.price_per_tib,
-                        shard_rows=a.shard_rows, table=a.table)
+                        shard_rows=a.shard_rows, table=a.table, timeout_s=a.timeout)
 
 
 def main(argv: list[str] | None = None, backend: Backend | None = None) -> int:
