@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from langrepr.errors import UserError
+from langrepr.utils import open_mode
 
 METRIC = "val/ppl"
 
@@ -113,6 +114,7 @@ def plot(table: dict, outputs: Path, target: Path) -> list[str]:
     fig.tight_layout()
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".png")
+    open_mode(fd)  # readable as the umask allows, not mkstemp's 0600
     os.close(fd)
     fig.savefig(tmp, dpi=120)
     plt.close(fig)

@@ -1041,3 +1041,29 @@ def test_utf8_bytes_claims_are_decoded(tmp_path):
            echo=lambda *_: None)
     claims = pq.read_table(tmp_path / "train-00000.parquet").column("claims").to_pylist()
     assert claims[3] == "1. Ein Gerät."
+
+
+def test_a_torch_write_failure_outside_checkpoints_is_one_line():
+    """torch.save of a data cache on a full disk raises RuntimeError, not OSError: still one line, with the fix."""
+    from langrepr.train import user_message
+    err = RuntimeError("[enforce fail at inline_container.cc:626] . PytorchStreamWriter failed writing file data/0: "
+                       "file write failed")
+    message = user_message(err)
+    assert message and message.startswith("a write failed") and "ckpt_path=auto" in message
+    assert user_message(RuntimeError("shape mismatch")) is None       # a bug keeps its traceback
+
+
+def test_classification_best_so_far_survives_a_checkpoint():
+    """f09: val/<monitor>_best of the classification tasks is carried through a checkpoint like the LM tasks'."""
+    import torch
+
+    from langrepr.tasks.classification import SingleLabelClassificationTask
+    net = torch.nn.Linear(2, 3)
+    task = SingleLabelClassificationTask(net=net, optimizer=torch.optim.SGD, num_labels=3)
+    task.val_best.update(torch.tensor(0.8))
+    checkpoint: dict = {}
+    task.on_save_checkpoint(checkpoint)
+    fresh = SingleLabelClassificationTask(net=torch.nn.Linear(2, 3), optimizer=torch.optim.SGD, num_labels=3)
+    fresh.on_load_checkpoint(checkpoint)
+    fresh.val_best.update(torch.tensor(0.5))
+    assert float(fresh.val_best.compute()) == pytest.approx(0.8)

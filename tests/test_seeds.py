@@ -38,3 +38,18 @@ def test_seeds_is_not_part_of_a_cells_identity_or_folder():
         with __import__("omegaconf").open_dict(c):
             c.pop("hydra")
     assert cell.config_fingerprint(one) == cell.config_fingerprint(three)
+
+
+@pytest.mark.parametrize("experiment", sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml")))
+def test_every_full_sweep_value_composes(experiment):
+    """Each value a full sweep sets composes (leam_table3 swept an undeclared leam_window: Hydra refused it)."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[f"experiment={experiment}", "profile=full"], return_hydra_config=True)
+        params = {k: [v.strip() for v in str(vs).split(",")]
+                  for k, vs in (OmegaConf.to_container(cfg.hydra.sweeper.params, resolve=True) or {}).items()}
+        first = {k: vs[0] for k, vs in params.items()}   # group choices first (bitcipher_vectors before .radius)
+        for key, values in params.items():
+            for value in values:
+                cell = {**first, key: value}
+                compose("train", overrides=[f"experiment={experiment}", "profile=full",
+                                            *sorted((f"{k}={v}" for k, v in cell.items()), key=lambda o: "." in o)])

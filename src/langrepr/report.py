@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from langrepr.errors import UserError
-from langrepr.utils import PROJECT_ROOT, git_commit, write_text_atomic
+from langrepr.utils import PROJECT_ROOT, git_commit, open_mode, write_text_atomic
 
 CLAIM_MARKS = {True: "✓", False: "✗", None: "not judged", "noise": "within noise", "unknown": "noise unknown"}
 PAPERS = {"ewe": "EWE", "tensorcoder": "TensorCoder", "multihot": "Multi-hot LM", "leam": "LEAM",
@@ -143,6 +143,7 @@ def save_figure(fig: Any, path: Path) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
+    open_mode(fd)  # readable as the umask allows, not mkstemp's 0600
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=110, bbox_inches="tight", metadata={"Software": None})

@@ -21,6 +21,8 @@ OPS = ("lt", "gt", "le", "ge", "ratio_ge", "ratio_le", "approx", "equiv", "stabl
 
 @dataclass
 class ColumnSpec:
+    """One column: where its value comes from, how it is shown, and its learning floor."""
+
     name: str
     """Header of the column; claims and rows refer to it by this name."""
     metric: str = ""
@@ -53,6 +55,8 @@ class ColumnSpec:
 
 @dataclass
 class RowSpec:
+    """One row: which runs fill it, the paper's values, and whether it is a reference (floor/ceiling/comparator)."""
+
     key: str
     """Row label; claims refer to it."""
     match: dict = field(default_factory=dict)
@@ -83,6 +87,8 @@ class RowSpec:
 
 @dataclass
 class ClaimSpec:
+    """One claim sentence of the paper, as two cells (or a cell and a printed value) and an op."""
+
     text: str
     """The claim as the paper words it."""
     a: list
@@ -106,6 +112,8 @@ class ClaimSpec:
 
 @dataclass
 class TableSpec:
+    """A whole `table:` node."""
+
     name: str
     """The experiment's name (`ewe_table3`)."""
     title: str

@@ -109,8 +109,11 @@ ADDRESSING = {"experiment", "profile", "seed", "seeds", "ckpt_path", "force", "d
 
 
 def recipe_overrides(run: dict, spec: dict) -> list[str]:
-    """A run's command-line overrides beyond those that address its cell (experiment, profile, seed, the sweep
-    keys the table matches on): what makes it a different recipe, e.g. a one-off `+trainer.max_steps=2`."""
+    """A run's command-line overrides beyond those that address its cell: what makes it another recipe.
+
+    Addressing keys are the experiment, profile, seed and the sweep keys the table matches on; what is left is,
+    e.g., a one-off `+trainer.max_steps=2`.
+    """
     axes = set(ADDRESSING)
     for item in spec["rows"] + spec["columns"]:
         axes |= set(item.get("match") or {})

@@ -27,7 +27,7 @@ from langrepr import cell
 from langrepr.callbacks import AtomicCheckpointIO, LastCheckpoint
 from langrepr.confpaths import CONF_DIR
 from langrepr.data import integrity
-from langrepr.errors import Diverged, UserError, one_line
+from langrepr.errors import Diverged, UserError, one_line, write_failure
 from langrepr.metric_versions import METRIC_VERSIONS
 from langrepr.scale_out import fit_batch_to_devices, is_writer, write_record
 from langrepr.utils import git_commit, package_versions, write_text_atomic
@@ -318,6 +318,10 @@ def user_message(err: BaseException) -> str | None:
     if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
         return (f"cannot write {err.filename or 'the output'}: {err.strerror}; free disk space or point "
                 "paths.output_root at a writable folder (completed files were written atomically)")
+    failed = write_failure(err)   # e.g. torch.save of a data cache on a full disk: a RuntimeError around the OSError
+    if failed:
+        return (f"a write failed: {failed}; free disk space or point paths.output_root / paths.cache_dir at a "
+                "writable folder, then rerun with ckpt_path=auto (completed files were written atomically)")
     return None
 
 

@@ -155,7 +155,7 @@ def _mark(holds: Any) -> str:
 
 
 def _judge_stability(a: dict, b: dict) -> dict:
-    """a's seed spread smaller than b's: a one-sided F-test each way, only with ≥ 5 seeds per side."""
+    """A's seed spread smaller than b's: a one-sided F-test each way, only with ≥ 5 seeds per side."""
     from scipy.stats import f
 
     na, nb = a.get("n") or 0, b.get("n") or 0

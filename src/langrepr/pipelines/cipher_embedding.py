@@ -32,6 +32,7 @@ from langrepr.errors import UserError
 from langrepr.models.bit_cipher import build_cipher
 from langrepr.pipelines.cooccurrence import context_table, log_transform, shard_cooccurrence
 from langrepr.pipelines.postprocess import postprocess
+from langrepr.utils import open_mode
 
 
 def stream_documents(n_tokens: int, doc_tokens: int) -> np.ndarray:
@@ -97,6 +98,7 @@ def cached_cipher_embedding(cache_dir: str | Path | None, stream: np.ndarray, vo
     matrix = cipher_embedding(stream, vocab_size, **spec)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".cipher-init.", suffix=".npy")
+    open_mode(fd)  # readable as the umask allows, not mkstemp's 0600
     os.close(fd)
     np.save(tmp, matrix)
     os.replace(tmp, path)

@@ -46,6 +46,7 @@ import scipy.sparse as sp
 from langrepr.errors import UserError
 from langrepr.models.bit_cipher import BitCipher, CipherParts
 from langrepr.pipelines.corpus_shards import corpus_shards, load_shard
+from langrepr.utils import open_mode
 
 log = logging.getLogger("langrepr.pipelines")
 MODES = ("sum", "cat")
@@ -307,6 +308,7 @@ def _group_partial(job: tuple[int, list[str], str]) -> str:
         apply_counts(out, pending, table, opts["radius"], opts["mode"], opts["cat_mode"])
     target = partial_path(partial_dir, group, table)
     fd, tmp = tempfile.mkstemp(dir=partial_dir, prefix=".partial.", suffix=target.suffix)
+    open_mode(fd)  # readable as the umask allows, not mkstemp's 0600
     os.close(fd)
     if factored:
         out.save(tmp)

@@ -23,7 +23,7 @@ import numpy as np
 from langrepr.data.english.corpus import iter_documents, text_shards, tokenize_documents
 from langrepr.data.integrity import file_digests
 from langrepr.errors import UserError
-from langrepr.utils import write_json_atomic
+from langrepr.utils import open_mode, write_json_atomic
 
 log = logging.getLogger("langrepr.pipelines")
 _TOKENIZER = None
@@ -71,6 +71,7 @@ def encode_shard(texts: list[str], lowercase: bool = True) -> dict[str, np.ndarr
 def save_npz_atomic(path: Path, arrays: dict[str, np.ndarray]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npz")
+    open_mode(fd)  # readable as the umask allows, not mkstemp's 0600
     os.close(fd)
     try:
         np.savez(tmp, **{k: (v.astype(str) if v.dtype == object else v) for k, v in arrays.items()})

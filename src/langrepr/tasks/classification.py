@@ -22,12 +22,14 @@ from torchmetrics.classification import (
 
 from langrepr.metrics import MicroAUROC
 from langrepr.tasks.optim import configure
+from langrepr.tasks.trackers import KeepsTrackers
 
 
-class _ClassificationTask(pl.LightningModule):
+class _ClassificationTask(KeepsTrackers, pl.LightningModule):
     """Shared loop: loss, per-split metric collections, best-validation tracking, optimiser wiring."""
 
     monitor: str  # the validation metric whose best value is recorded as `val/<monitor>_best`
+    tracked = ("val_best",)   # carried through checkpoints, so val/<monitor>_best is identical after a resume
 
     def __init__(self, net: nn.Module, optimizer: Callable, scheduler: Callable | None = None):
         super().__init__()
