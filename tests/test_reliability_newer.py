@@ -1067,3 +1067,14 @@ def test_classification_best_so_far_survives_a_checkpoint():
     fresh.on_load_checkpoint(checkpoint)
     fresh.val_best.update(torch.tensor(0.5))
     assert float(fresh.val_best.compute()) == pytest.approx(0.8)
+
+
+def test_binary_claims_in_an_export_are_text_or_one_line(tmp_path):
+    """u13 reading side: a parquet whose claims column is binary decodes as UTF-8, or stops with one line."""
+    from langrepr.data.patents.uspto import claims_text
+    from langrepr.errors import UserError
+    assert claims_text("1. A widget.".encode(), tmp_path, "train", 3) == "1. A widget."
+    with pytest.raises(UserError, match=r"split train, row 7: the claims are bytes that are not UTF-8"):
+        claims_text(b"\xff\xfe1. A", tmp_path, "train", 7)
+    with pytest.raises(UserError, match="holds NoneType, not text"):
+        claims_text(None, tmp_path, "train", 8)

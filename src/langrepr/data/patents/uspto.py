@@ -83,6 +83,20 @@ def _iter_rows(data_dir: Path, manifest: dict, split: str, column: str, rows: np
             k, pos = stop, pos + batch.num_rows
 
 
+def claims_text(value: Any, data_dir: Path, split: str, row: int) -> str:
+    """A claims cell as text: a binary column (an export written as bytes) is decoded as UTF-8, or one clear line."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise UserError(f"{data_dir}: split {split}, row {row}: the claims are bytes that are not UTF-8 "
+                            f"({err.reason} at byte {err.start}); re-export them as text") from None
+    if not isinstance(value, str):
+        raise UserError(f"{data_dir}: split {split}, row {row}: the claims column holds {type(value).__name__}, not "
+                        "text; re-export it") from None
+    return value
+
+
 def _select(n: int, limit: int | None, seed: int, salt: int) -> np.ndarray:
     """A deterministic random subset of range(n) of size min(n, limit), in seeded order."""
     perm = np.random.default_rng([seed, salt]).permutation(n)
@@ -233,8 +247,8 @@ class PatentDataModule(pl.LightningDataModule):
 
     def _texts(self, manifest: dict, split: str, idx: np.ndarray) -> Iterator[str]:
         """Claims 1-20 of the selected rows, lazily (a tokenizer with a cached vocab never reads them)."""
-        for text in _iter_rows(self._dir, manifest, split, "claims", idx):
-            yield join_claims(text)
+        for row, text in zip(idx, _iter_rows(self._dir, manifest, split, "claims", idx)):
+            yield join_claims(claims_text(text, self._dir, split, int(row)))
 
     def _build(self) -> None:
         if self._splits:
