@@ -1073,7 +1073,7 @@ def test_binary_claims_in_an_export_are_text_or_one_line(tmp_path):
     """u13 reading side: a parquet whose claims column is binary decodes as UTF-8, or stops with one line."""
     from langrepr.data.patents.uspto import claims_text
     from langrepr.errors import UserError
-    assert claims_text("1. A widget.".encode(), tmp_path, "train", 3) == "1. A widget."
+    assert claims_text(b"1. A widget.", tmp_path, "train", 3) == "1. A widget."
     with pytest.raises(UserError, match=r"split train, row 7: the claims are bytes that are not UTF-8"):
         claims_text(b"\xff\xfe1. A", tmp_path, "train", 7)
     with pytest.raises(UserError, match="holds NoneType, not text"):
