@@ -55,6 +55,8 @@ tables: $(STAMP) ## render every table from the runs already in outputs/ (no tra
 .PHONY: report
 report: $(STAMP) ## one results page from what has run: outputs/report/report.{md,html} (tables, curves, bench plots)
 	$(PY) -m langrepr.report
+plan: $(STAMP) ## cost plan of the full profile per table: outputs/plan/<table>.md
+	$(PY) -m langrepr.plan --profile $(PROFILE) $(if $(TABLE),--table $(TABLE))
 
 # one target per paper table: run the experiment's cells (finished cells are skipped), then render;
 # ARGS adds Hydra overrides, e.g. ARGS="trainer=ddp trainer.devices=4" or ARGS="hydra/launcher=submitit_slurm"
