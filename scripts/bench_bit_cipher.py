@@ -33,8 +33,8 @@ from langrepr.utils import PROJECT_ROOT, write_json_atomic
 
 
 def write_shards(folder: Path, vocab: int, tokens: int, shard_tokens: int, seed: int = 0) -> None:
-    """Shards in the layout `langrepr.pipelines.corpus_shards` writes (words, ids, doc_offsets, counts)."""
-    from langrepr.pipelines.corpus_shards import save_npz_atomic
+    """Shards in the layout `langrepr.pipelines.bitcipher.corpus_shards` writes (words, ids, doc_offsets, counts)."""
+    from langrepr.pipelines.bitcipher.corpus_shards import save_npz_atomic
 
     rng = np.random.default_rng(seed)
     probs = 1.0 / np.arange(1, vocab + 1) ** 1.1
@@ -65,14 +65,14 @@ def cipher_table(vocab: int, bits: int, table: str):
     cipher = build_cipher(counts, bits, "freq")
     if table == "dense":
         return cipher.vectors
-    from langrepr.pipelines.cooccurrence import context_table
+    from langrepr.pipelines.bitcipher.cooccurrence import context_table
 
     return context_table(cipher)
 
 
 def one(mode: str, vocab: int, tokens: int, bits: int, radius: int, workers: int, shard_tokens: int,
         table: str = "factored") -> dict:
-    from langrepr.pipelines.cooccurrence import cooccurrence_matrix
+    from langrepr.pipelines.bitcipher.cooccurrence import cooccurrence_matrix
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 
 import langrepr.train  # noqa: F401  (registers the config resolvers)
 from langrepr.confpaths import CONF_DIR
-from langrepr.data.classification.reference import time_training_iterations
+from langrepr.pipelines.references.classification import time_training_iterations
 from langrepr.utils import PROJECT_ROOT, write_json_atomic
 
 MODELS = ["leam", "swem_concat", "kim_cnn", "bilstm"]

@@ -62,7 +62,7 @@ def test_digests_are_cached_by_stat_and_redone_after_a_write(tmp_path, monkeypat
 # ---------------------------------------------------------------- Bit Cipher
 
 def test_corpus_shards_are_keyed_by_the_text(tmp_path):
-    from langrepr.pipelines.corpus_shards import merged_counts, tokenise_corpus
+    from langrepr.pipelines.bitcipher.corpus_shards import merged_counts, tokenise_corpus
 
     sources = [{"path": "ptb/ptb.train.txt"}]
     one = write_text_corpus(tmp_path / "one", LINES)
@@ -77,7 +77,7 @@ def test_corpus_shards_are_keyed_by_the_text(tmp_path):
 
 
 def test_vector_artefacts_are_rebuilt_when_the_corpus_or_a_probe_file_changes(tmp_path):
-    from langrepr.pipelines.word_vectors import ensure_vectors
+    from langrepr.pipelines.bitcipher.word_vectors import ensure_vectors
 
     data = write_english_probe_data(write_text_corpus(tmp_path / "data", LINES))
     spec = {"kind": "cipher", "bits": 8, "corpus": {"sources": [{"path": "ptb/ptb.train.txt"}], "shard_tokens": 50},

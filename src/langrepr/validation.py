@@ -300,9 +300,9 @@ FRACTIONS = frozenset({"mask_prob", "val_fraction", "test_fraction", "split_test
 CHOICES = {"mlm.loss": ("sce", "bce", "mhsce"),                                  # models.multihot_losses.LOSSES
            "pipeline.token_list": ("bpe_base", "bpe_syllable", "dict_syllable"),  # data.korean.token_lists.KINDS
            "downstream": ("korquad", "ner", "srl", "nsmc"),                      # tasks.multihot_downstream.TASKS
-           "bitcipher_vectors.cat_mode": ("left_right", "per_offset"),          # pipelines.cooccurrence.CAT_MODES
-           "pipeline.probe.dropout_at": ("hidden", "input", "both")}            # pipelines.probing.DROPOUT_AT
-PROBE_TASKS = ("pos", "ner")                                                     # pipelines.probing.TASKS
+           "bitcipher_vectors.cat_mode": ("left_right", "per_offset"),          # pipelines.bitcipher.cooccurrence.CAT_MODES
+           "pipeline.probe.dropout_at": ("hidden", "input", "both")}            # pipelines.bitcipher.probing.DROPOUT_AT
+PROBE_TASKS = ("pos", "ner")                                                     # pipelines.bitcipher.probing.TASKS
 MAX_PER_OFFSET_WIDTH = 1 << 20   # cat_mode=per_offset writes 2·r·b columns; beyond this it grinds for hours (X05)
 LEAM_TARGET = "langrepr.models.leam.LEAM"
 
@@ -557,19 +557,17 @@ def _composition_error(err: Exception, probe: list[str] | None = None) -> UserEr
     return UserError(" ".join(text.split()))
 
 
-def check_writable(path: Path) -> None:
-    """The output root (or its nearest existing parent) must be writable before Hydra creates folders in it."""
+def check_writable(path: Path, key: str = "paths.output_root") -> None:
+    """The folder `key` names (or its nearest existing parent) must be writable before Hydra creates folders in it."""
     import os
 
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
-        raise UserError(f"paths.output_root={path} lies under {probe}, which is a file: pass "
-                        "paths.output_root=<a writable folder>")
+        raise UserError(f"{key}={path} lies under {probe}, which is a file: pass {key}=<a writable folder>")
     if not os.access(probe, os.W_OK):
-        raise UserError(f"paths.output_root={path} is not writable ({probe} is read-only): pass "
-                        "paths.output_root=<a writable folder>")
+        raise UserError(f"{key}={path} is not writable ({probe} is read-only): pass {key}=<a writable folder>")
 
 
 def check_command_line(argv: list[str]) -> None:
@@ -602,3 +600,6 @@ def check_command_line(argv: list[str]) -> None:
     root = _get(cfg, "paths.output_root")
     if root:
         check_writable(Path(str(root)))
+    cache = _get(cfg, "paths.cache_dir")   # set apart from the output root, it is named on its own (issue 21 X48)
+    if cache:
+        check_writable(Path(str(cache)), "paths.cache_dir")

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from langrepr.models.bit_cipher import build_cipher
-from langrepr.pipelines.cooccurrence import (
+from langrepr.pipelines.bitcipher.cooccurrence import (
     FactoredTable,
     context_table,
     cooccurrence_matrix,
     partial_path,
     shard_cooccurrence,
 )
-from langrepr.pipelines.corpus_shards import save_npz_atomic
+from langrepr.pipelines.bitcipher.corpus_shards import save_npz_atomic
 
 
 def zipf_counts(n: int) -> dict[str, int]:

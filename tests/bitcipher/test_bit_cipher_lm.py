@@ -18,8 +18,12 @@ from conftest import run_cli
 from langrepr.data.english.text_lm import TextLMDataModule
 from langrepr.errors import UserError
 from langrepr.models.causal_lm import CausalTransformerLM
-from langrepr.pipelines.cipher_embedding import cached_cipher_embedding, cipher_embedding, id_statistics
-from langrepr.pipelines.cooccurrence import left_counts, shard_counts
+from langrepr.pipelines.bitcipher.cipher_embedding import (
+    cached_cipher_embedding,
+    cipher_embedding,
+    id_statistics,
+)
+from langrepr.pipelines.bitcipher.cooccurrence import left_counts, shard_counts
 from langrepr.tasks.causal_lm import CausalLMTask, causal_unigram_ppl, next_token_targets
 
 ROOT = Path(__file__).resolve().parents[2]

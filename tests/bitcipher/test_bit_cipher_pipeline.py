@@ -12,15 +12,20 @@ import pytest
 from langrepr.data.english.conll import read_conll
 from langrepr.data.english.gum import read_conllu
 from langrepr.errors import UserError
-from langrepr.pipelines.cooccurrence import (
+from langrepr.pipelines.bitcipher.cooccurrence import (
     check_options,
     cooccurrence_matrix,
     log_transform,
     shard_cooccurrence,
 )
-from langrepr.pipelines.corpus_shards import corpus_shards, merged_counts, save_npz_atomic, tokenise_corpus
-from langrepr.pipelines.postprocess import postprocess, whitening_matrix
-from langrepr.pipelines.probing import majority_probe, probe_cell, score
+from langrepr.pipelines.bitcipher.corpus_shards import (
+    corpus_shards,
+    merged_counts,
+    save_npz_atomic,
+    tokenise_corpus,
+)
+from langrepr.pipelines.bitcipher.postprocess import postprocess, whitening_matrix
+from langrepr.pipelines.bitcipher.probing import majority_probe, probe_cell, score
 
 # ---------------------------------------------------------------- tiny generated data
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from langrepr.pipelines.probing import majority_probe, mlp_probe, score
+from langrepr.pipelines.bitcipher.probing import majority_probe, mlp_probe, score
 
 
 def test_seen_and_unseen_accuracy_by_hand():
@@ -50,7 +50,7 @@ def test_dropout_placement_switch():
     from torch import nn
 
     from langrepr.errors import UserError
-    from langrepr.pipelines.probing import ProbeMLP
+    from langrepr.pipelines.bitcipher.probing import ProbeMLP
 
     def layers(at):
         return [type(m).__name__ for m in ProbeMLP(8, 4, 3, dropout_at=at).net]

@@ -11,8 +11,8 @@ import scipy.sparse as sp
 import torch
 
 from langrepr.errors import UserError
-from langrepr.pipelines.corpus_shards import save_npz_atomic
-from langrepr.pipelines.glove import (
+from langrepr.pipelines.bitcipher.corpus_shards import save_npz_atomic
+from langrepr.pipelines.bitcipher.glove import (
     GloVe,
     entries,
     fit_glove,

@@ -12,10 +12,10 @@ import pytest
 import torch
 from test_uspto_datamodule import FakeTokenizer
 
-from langrepr.data.patents.references import multilabel_scores
 from langrepr.data.patents.synthetic import generate
 from langrepr.data.patents.uspto import PatentDataModule
 from langrepr.models.hf_backbone import HFSequenceClassifier
+from langrepr.pipelines.references.patents import multilabel_scores
 from langrepr.tasks.classification import MultilabelClassificationTask
 
 TINY = dict(num_labels=3, hidden_size=16, num_layers=1, num_heads=4, intermediate_size=8,

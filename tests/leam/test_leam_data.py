@@ -11,15 +11,15 @@ import torch
 from omegaconf import OmegaConf
 
 from langrepr.data.classification.datamodule import TextClassificationDataModule
-from langrepr.data.classification.reference import (
+from langrepr.data.classification.sources import read_local, read_mimic50, read_zhang_csv, stratified_split
+from langrepr.data.classification.vocab import WordTokenizer, split_words
+from langrepr.errors import UserError
+from langrepr.pipelines.references.classification import (
     bow_logistic_regression,
     majority_class,
     multilabel_scores,
     time_training_iterations,
 )
-from langrepr.data.classification.sources import read_local, read_mimic50, read_zhang_csv, stratified_split
-from langrepr.data.classification.vocab import WordTokenizer, split_words
-from langrepr.errors import UserError
 
 TOPICS = {1: "ball team match goal score", 2: "market stock bank profit trade", 3: "vote law minister election war",
           4: "chip software phone data code"}

@@ -131,7 +131,7 @@ class _ToyLMData:
 
 
 def test_unigram_reference_by_hand(tmp_path):
-    from langrepr.tasks.references_lm import masked_unigram_nll
+    from langrepr.pipelines.references.lm import masked_unigram_nll
 
     # add-1 counts over V = 4: [1, 1, 3, 2] / 7; mask_prob ~1 chooses every real token
     got = masked_unigram_nll(_ToyLMData(), str(tmp_path), mask_prob=1 - 1e-9)
@@ -166,7 +166,7 @@ class _ToyMTData:
 
 
 def test_copy_source_reference(tmp_path):
-    from langrepr.tasks.references_lm import copy_source_bleu
+    from langrepr.pipelines.references.lm import copy_source_bleu
 
     got = copy_source_bleu(_ToyMTData(), str(tmp_path))
     assert got["val/bleu"] == pytest.approx(100.0) and got["test/test/bleu"] == pytest.approx(0.0)

@@ -147,7 +147,7 @@ class CipherParts:
     """The cipher row by row as ν_t = a_t · η_t / ‖η_t‖₁ + c_t · σ (word: a = β, c = 1 − β; OOV σ: a = 0, c = 1).
 
     Why: η_t has k_t ≪ b bits set, so a product counts @ ν is a sparse product plus a rank-one term
-    (`langrepr.pipelines.cooccurrence.FactoredTable`), O(k) instead of O(b) work per counted pair.
+    (`langrepr.pipelines.bitcipher.cooccurrence.FactoredTable`), O(k) instead of O(b) work per counted pair.
     """
 
     codes: np.ndarray          # (V + 1, b) uint8 η_t; the row is all zero where a_t = 0

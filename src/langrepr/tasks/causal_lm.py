@@ -6,7 +6,7 @@ holds the perplexity curve Figure 4 plots; ``val/ppl_best`` is its minimum, ``va
 test score.
 
 Warm start (``warm_start`` not null): before training, the net's input embedding is overwritten by cipher
-vectors computed from the datamodule's training stream (`langrepr.pipelines.cipher_embedding`; bits = the
+vectors computed from the datamodule's training stream (`langrepr.pipelines.bitcipher.cipher_embedding`; bits = the
 model width) and kept frozen for ``freeze_embedding_steps`` optimiser steps, then trained like every other
 weight (the paper's freeze-then-thaw). Frozen = its gradient is dropped before each optimiser step, so AdamW
 neither moves nor decays it; the optimiser state starts when it thaws. A cold start (``warm_start: null``)
@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric, MinMetric
 
 from langrepr.errors import UserError
-from langrepr.pipelines.cipher_embedding import cached_cipher_embedding
+from langrepr.pipelines.bitcipher.cipher_embedding import cached_cipher_embedding
 from langrepr.tasks.masked_lm import log_test_nll
 from langrepr.tasks.optim import configure
 from langrepr.tasks.trackers import KeepsTrackers

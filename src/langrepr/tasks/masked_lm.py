@@ -66,7 +66,7 @@ def eval_mask_generator(seed: int, batch_idx: int, dataloader_idx: int = 0) -> t
     """The generator of batch ``batch_idx``'s fixed evaluation masks (loader 0 = validation, 1 = first test split).
 
     A CPU generator, so the masks are identical on any device; reference rows
-    (`langrepr.tasks.references_lm`) replay it to score the very tokens the models are scored on.
+    (`langrepr.pipelines.references.lm`) replay it to score the very tokens the models are scored on.
     """
     g = torch.Generator()
     g.manual_seed(seed + 100_003 * dataloader_idx + batch_idx)

@@ -45,7 +45,7 @@ import scipy.sparse as sp
 
 from langrepr.errors import UserError
 from langrepr.models.bit_cipher import BitCipher, CipherParts
-from langrepr.pipelines.corpus_shards import corpus_shards, load_shard
+from langrepr.pipelines.bitcipher.corpus_shards import corpus_shards, load_shard
 from langrepr.utils import open_mode
 
 log = logging.getLogger("langrepr.pipelines")

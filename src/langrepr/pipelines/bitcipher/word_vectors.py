@@ -7,7 +7,7 @@ returns flat metrics. Kinds:
 - ``cipher``: the noised (or plain) bit cipher ν alone (Tables 6-7, Table 1 "cipher");
 - ``sum`` / ``cat``: co-occurrence of ν within radius r (Tables 1-4), then ``log`` and post-processing;
 - ``word2vec``: gensim Word2Vec trained on the same tokenised text (Table 1 baseline);
-- ``glove``: GloVe's weighted least squares trained here on the same text (``langrepr.pipelines.glove``);
+- ``glove``: GloVe's weighted least squares trained here on the same text (``langrepr.pipelines.bitcipher.glove``);
 - ``random``: Gaussian vectors of the same dimension for the same vocabulary (a reference row).
 
 The vocabulary is the corpus types ranked by frequency plus, as in the paper (GloVe-6B words ∪ evaluation
@@ -29,8 +29,8 @@ import numpy as np
 from langrepr.data.integrity import recording_reads
 from langrepr.errors import UserError
 from langrepr.models.bit_cipher import build_cipher
-from langrepr.pipelines.cooccurrence import context_table, cooccurrence_matrix, log_transform
-from langrepr.pipelines.corpus_shards import (
+from langrepr.pipelines.bitcipher.cooccurrence import context_table, cooccurrence_matrix, log_transform
+from langrepr.pipelines.bitcipher.corpus_shards import (
     corpus_shards,
     load_shard,
     merged_counts,
@@ -38,7 +38,7 @@ from langrepr.pipelines.corpus_shards import (
     spec_hash,
     tokenise_corpus,
 )
-from langrepr.pipelines.postprocess import postprocess
+from langrepr.pipelines.bitcipher.postprocess import postprocess
 from langrepr.utils import write_json_atomic, write_text_atomic
 
 log = logging.getLogger("langrepr.pipelines")
@@ -121,7 +121,9 @@ def build_vectors(output_dir: str, kind: str, corpus: dict, data_dir: str | None
     elif kind == "word2vec":
         matrix = train_word2vec(corpus_documents(corpus_dir), words, dim, seed, workers=workers, **(word2vec or {}))
     elif kind == "glove":
-        from langrepr.pipelines.glove import glove_vectors  # torch import only where GloVe is trained
+        from langrepr.pipelines.bitcipher.glove import (
+            glove_vectors,  # torch import only where GloVe is trained
+        )
 
         matrix = glove_vectors(corpus_dir, words, dim, seed, **(glove or {}))
     else:

@@ -5,8 +5,8 @@ and puts the vectors into the LM's embedding layer. Here the text is the LM data
 ids, so every LM id gets exactly one cipher row:
 
     rank ids by frequency (ties: first occurrence) → bit codes → noised cipher ν (β = d/f by default)
-    → Sum co-occurrence within `radius` (`langrepr.pipelines.cooccurrence`) → −log10 per row (log=True)
-    → whitening + centring + L2 (`langrepr.pipelines.postprocess`) → rescaled to the LM's init std
+    → Sum co-occurrence within `radius` (`langrepr.pipelines.bitcipher.cooccurrence`) → −log10 per row (log=True)
+    → whitening + centring + L2 (`langrepr.pipelines.bitcipher.postprocess`) → rescaled to the LM's init std
 
 [inferred, configurable]
 - Documents: the stream has no document boundaries after blocking (PTB's text-only release has none), so it is
@@ -30,8 +30,8 @@ import numpy as np
 
 from langrepr.errors import UserError
 from langrepr.models.bit_cipher import build_cipher
-from langrepr.pipelines.cooccurrence import context_table, log_transform, shard_cooccurrence
-from langrepr.pipelines.postprocess import postprocess
+from langrepr.pipelines.bitcipher.cooccurrence import context_table, log_transform, shard_cooccurrence
+from langrepr.pipelines.bitcipher.postprocess import postprocess
 from langrepr.utils import open_mode
 
 

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from langrepr.errors import UserError
-from langrepr.pipelines.word_vectors import ensure_vectors, load_vectors
+from langrepr.pipelines.bitcipher.word_vectors import ensure_vectors, load_vectors
 from langrepr.utils import write_json_atomic
 
 log = logging.getLogger("langrepr.pipelines")

@@ -5,7 +5,7 @@
 
 X is the symmetric co-occurrence matrix within `window` words (same document), each pair weighted 1/d for a
 distance d, as the reference C code (`cooccur`) does; it is counted by the co-occurrence kernel of
-`langrepr.pipelines.cooccurrence` (one left-count matrix per offset, shard by shard, bounded memory). Training:
+`langrepr.pipelines.bitcipher.cooccurrence` (one left-count matrix per offset, shard by shard, bounded memory). Training:
 AdaGrad (lr 0.05) on the non-zero entries in shuffled mini-batches with sparse embedding gradients, `epochs`
 passes; the word vectors are W + W̃ (the paper's choice; `output: word` keeps W). No maintained PyPI GloVe
 trainer exists (glove-python, glove-python-binary and mittens were last released in 2016-2020), hence this small
@@ -28,8 +28,8 @@ import torch
 from torch import Tensor, nn
 
 from langrepr.errors import UserError
-from langrepr.pipelines.cooccurrence import shard_counts
-from langrepr.pipelines.corpus_shards import corpus_shards, load_shard
+from langrepr.pipelines.bitcipher.cooccurrence import shard_counts
+from langrepr.pipelines.bitcipher.corpus_shards import corpus_shards, load_shard
 
 log = logging.getLogger("langrepr.pipelines")
 OUTPUTS = ("sum", "word")

@@ -1,0 +1,1 @@
+"""EWE's non-gradient cells: the label statistics of Table 2."""
