@@ -1,0 +1,52 @@
+"""The layering rules of the package, checked on the import graph (AST; no module is imported).
+
+models know no data, tasks, pipelines, Lightning or Hydra; data knows no models, tasks or pipelines; tasks import
+no data modules; rendering (tables, report, verdicts) imports no training code, so `make tables` starts without
+torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "langrepr"
+RULES = {
+    "models": ("langrepr.data", "langrepr.tasks", "langrepr.pipelines", "pytorch_lightning", "lightning", "hydra",
+               "langrepr.train"),
+    "data": ("langrepr.models", "langrepr.tasks", "langrepr.pipelines", "langrepr.train"),
+    "tasks": ("langrepr.data", "langrepr.train"),
+}
+
+
+def imports_of(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names |= {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+@pytest.mark.parametrize("layer", sorted(RULES))
+def test_a_layer_imports_nothing_it_must_not_know(layer):
+    broken = []
+    for path in sorted((SRC / layer).rglob("*.py")):
+        for name in sorted(imports_of(path)):
+            if any(name == bad or name.startswith(bad + ".") for bad in RULES[layer]):
+                broken.append(f"{path.relative_to(SRC)} imports {name}")
+    assert not broken, "\n".join(broken)
+
+
+def test_rendering_starts_without_torch():
+    code = ("import sys, langrepr.tables, langrepr.report, langrepr.verdicts, langrepr.table_spec; "
+            "heavy = [m for m in ('torch', 'pytorch_lightning', 'transformers', 'langrepr.train') if m in sys.modules]; "
+            "print(heavy); sys.exit(1 if heavy else 0)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
