@@ -20,7 +20,7 @@ How each number is made (also printed in every plan):
 - Memory (AMP, `torch.autocast` fp16 + GradScaler, AdamW/Adam): fp32 master weights 4 B/param + the fp16 copies
   autocast caches 2 B/param + fp32 gradients 4 B/param + optimiser moments 8 B/param + activations. Activations =
   the tensors saved for backward (`torch.autograd.graph.saved_tensors_hooks`, parameters excluded, each storage
-  once) at batch 1 on CPU in fp32, floating-point ones halved (autocast runs matmuls in fp16; LayerNorm and
+  once; SDPA as the GPU's fused kernels save it: q, k, v, output, log-sum-exp) at batch 1 on CPU in fp32, floating-point ones halved (autocast runs matmuls in fp16; LayerNorm and
   softmax keep fp32 there, so this is the low end), times the batch. Temporaries of the backward pass and the
   CUDA context are covered by a 1 GiB reserve. Fits when the sum is within the card's memory less that reserve.
 - Accumulation: the fewest steps k (k divides the batch) whose micro-batch batch/k fits.
@@ -35,6 +35,7 @@ import json
 import math
 import re
 import time
+import unittest.mock
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -654,7 +655,23 @@ def saved_activation_bytes(net: Any, forward: Any) -> dict:
     def unpack(_: int) -> None:
         raise RuntimeError("saved_activation_bytes runs a forward only")
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def fused_sdpa(query, key, value, *args, **kwargs):
+        """SDPA as a GPU's fused kernels keep it for backward: q, k, v, the output and the log-sum-exp.
+
+        On a GPU attention dropout is replayed from the RNG state; on a CPU it sends SDPA to its math path, which
+        saves the N x N weights. So the call runs without autograd here and its saved tensors are added by hand.
+        """
+        with torch.no_grad():
+            out = sdpa(query, key, value, *args, **kwargs)
+        for t in (query, key, value, out):
+            pack(t)
+        storages[-len(storages) - 1] = (out[..., 0].numel() * 4, True)    # fp32 log-sum-exp per query and head
+        return out.requires_grad_(query.requires_grad or key.requires_grad or value.requires_grad)
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack), \
+            unittest.mock.patch.object(torch.nn.functional, "scaled_dot_product_attention", fused_sdpa):
         loss = forward()
     del loss
     alive.clear()
