@@ -461,7 +461,7 @@ def train_stage(cfg: Any) -> Stage:
     dm = cfg.dataset.datamodule
     cls = get_class(cfg.model.net._target_).__name__
     batch = int(dm.batch_size)
-    size = SIZES.get(dataset, {"unit": "?", "train": None, "source": "unknown"})
+    size = SIZES.get(DATASET_DOWNLOAD.get(dataset, dataset), {"unit": "?", "train": None, "source": "unknown"})
     train = size.get("train")
     if train and size.get("val_fraction"):
         train = int(train * (1 - size["val_fraction"]))
@@ -849,6 +849,14 @@ def totals(cells: list[dict]) -> dict:
 
 # ---------------------------------------------------------------- rendering
 
+def _hours(h: float | None, digits: int = 2) -> str:
+    """GPU-hours for a table cell: 'unknown', '<0.01' below the printed precision, else fixed decimals."""
+    if h is None:
+        return "unknown"
+    floor = 10 ** -digits
+    return f"<{floor:g}" if 0 < h < floor else f"{h:,.{digits}f}"
+
+
 def _gb(n: float) -> str:
     return f"{n / GIB:.1f}"
 
@@ -871,7 +879,7 @@ def render_table(plan: dict) -> str:
     more = f", plus {t['stages_unknown']} stage(s) of unknown length" if t["stages_unknown"] else ""
     lines = [f"# Cost plan: {plan['table']} (profile {plan['profile']})", "",
              f"Throughput: {a['text']}.", "",
-             f"**Total: {t['gpu_hours']:,.1f} GPU-hours** over {t['stages']} gradient stage(s) "
+             f"**Total: {_hours(t['gpu_hours'], 1)} GPU-hours** over {t['stages']} gradient stage(s) "
              f"(shared pretrainings once){more}; "
              f"{t['cpu_cells']} CPU cell(s); {t['error_cells']} cell(s) that do not compose. Peak memory "
              f"{_gb(t['peak_bytes'])} GiB.", "",
@@ -882,7 +890,7 @@ def render_table(plan: dict) -> str:
     for c in plan["cells"]:
         for s in c["stages"]:
             fit = "yes" if s["fits"] else "no"
-            hours = "unknown" if s["gpu_hours"] is None else f"{s['gpu_hours']:,.2f}"
+            hours = _hours(s["gpu_hours"])
             how = ("" if s["fits"] else (f"{s['batch_setting']}={s['micro_batch']}, accumulate {s['accumulation']}"
                                          if s["accumulation"] else "no micro-batch fits"))
             lines.append(f"| {c['cell']} | {s['name']} | {s['params'] / 1e6:.1f}M | {s['examples']} | "
@@ -911,7 +919,8 @@ def render_table(plan: dict) -> str:
         for key in plan["downloads"]:
             d = DOWNLOADS[key]
             lines.append(f"| {d['what']} | {d['size']} | {d['licence']} | {d['gated']} |")
-    sizes = sorted({c.get("dataset") for c in plan["cells"] if c["stages"] and c.get("dataset") in SIZES})
+    sizes = sorted({DATASET_DOWNLOAD.get(c.get("dataset"), c.get("dataset")) for c in plan["cells"] if c["stages"]}
+                   & set(SIZES))
     if sizes:
         lines += ["", "## Training-set sizes used", ""]
         lines += [f"- {k}: {SIZES[k]['train']:,} {SIZES[k]['unit']} ({SIZES[k]['source']})"
@@ -929,7 +938,7 @@ def render_all(plans: list[dict]) -> str:
              "does not fit at the paper's batch | does not compose |", "|---|---|---|---|---|---|---|"]
     for plan in plans:
         t = plan["totals"]
-        lines.append(f"| [{plan['table']}]({plan['table']}.md) | {t['gpu_hours']:,.1f}"
+        lines.append(f"| [{plan['table']}]({plan['table']}.md) | {_hours(t['gpu_hours'], 1)}"
                      + (f" (+{t['stages_unknown']} unknown)" if t["stages_unknown"] else "")
                      + f" | {t['stages']} | {t['cpu_cells']} | {_gb(t['peak_bytes'])} | {len(t['not_fitting'])} | "
                      f"{t['error_cells']} |")
@@ -945,7 +954,7 @@ def render_all(plans: list[dict]) -> str:
                     total += s["gpu_hours"]
                     by_paper[paper] = by_paper.get(paper, 0.0) + s["gpu_hours"]
     lines += ["", "Per paper (each stage once, whichever tables share it): "
-              + "; ".join(f"{p} {h:,.1f} GPU-hours" for p, h in sorted(by_paper.items())), "",
+              + "; ".join(f"{p} {_hours(h, 1)} GPU-hours" for p, h in sorted(by_paper.items())), "",
               f"**All papers: {total:,.1f} GPU-hours**"
               + (f", plus {unknown} stage(s) of unknown length" if unknown else "")
               + ". A table's total counts the cells of its own sweep; tables whose `make` target also runs another "
@@ -992,7 +1001,7 @@ def main(argv: list[str] | None = None) -> None:
         plan = plan_table(table, args.profile, args.gpu, args.utilisation, measured, args.overrides)
         (out / f"{table}.json").write_text(json.dumps(plan, indent=1, default=str) + "\n")
         (out / f"{table}.md").write_text(render_table(plan) + "\n")
-        print(f"{table}: {plan['totals']['gpu_hours']:,.1f} GPU-hours -> {out / table}.md", flush=True)
+        print(f"{table}: {_hours(plan['totals']['gpu_hours'], 1)} GPU-hours -> {out / table}.md", flush=True)
         plans.append(plan)
     if not args.table and not args.overrides:
         (out / "all.md").write_text(render_all(plans) + "\n")
