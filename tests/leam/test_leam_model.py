@@ -13,6 +13,7 @@ from langrepr.models.leam import (
     attentive_average,
     class_name_embedding,
     cosine_compatibility,
+    head_output_bias,
     label_targets,
     load_glove,
     make_head,
@@ -218,3 +219,32 @@ def test_output_bias_is_the_last_head_bias_and_a_prior_start_reaches_the_logits(
         logits = net(torch.tensor([[2, 3, 0]]), torch.tensor([[1, 1, 0]]))
         torch.testing.assert_close(logits, torch.tensor([[-2.0, 0.0, 2.0]]))
 
+
+
+def test_prior_output_bias_reaches_every_row_of_table5_default_zero_keeps_the_paper_start():
+    """output_bias_init=prior on the LEAM task starts LEAM's b_2 and the make_head baselines' last bias alike."""
+    from functools import partial
+
+    from langrepr.tasks.label_embedding import LabelRegularisedMultilabelTask
+
+    prior = [0.1, 0.5, 0.8]
+    log_odds = torch.log(torch.tensor(prior) / (1 - torch.tensor(prior)))
+    for make in (lambda: _tiny(), lambda: SWEM(20, 3, 8, "concat"), lambda: KimCNN(20, 3, 8, widths=(2, 3), intermediate_size=4),
+                 lambda: BiLSTM(20, 3, 8, 5)):
+        net = make()
+        bias = head_output_bias(net)
+        assert bias is net.head[-1].bias and bias.shape == (3,), type(net).__name__
+        before = bias.detach().clone()
+        LabelRegularisedMultilabelTask(net, partial(torch.optim.Adam), num_labels=3)      # default: zero = untouched
+        torch.testing.assert_close(bias.detach(), before)
+        LabelRegularisedMultilabelTask(net, partial(torch.optim.Adam), num_labels=3, output_bias_init="prior",
+                                       label_prior=prior)
+        torch.testing.assert_close(bias.detach(), log_odds)
+        with torch.no_grad():
+            net.head[-1].weight.zero_()
+        ids = torch.tensor([[3, 4, 5, 0]])
+        torch.testing.assert_close(torch.sigmoid(net.eval()(ids, (ids != 0).long())), torch.tensor([prior]))
+    with pytest.raises(ValueError, match="label_prior"):
+        LabelRegularisedMultilabelTask(KimCNN(20, 3, 8, widths=(2,), intermediate_size=4), partial(torch.optim.Adam),
+                                       num_labels=3, output_bias_init="prior")
+    assert head_output_bias(torch.nn.Linear(2, 2)) is None

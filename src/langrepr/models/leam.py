@@ -130,6 +130,20 @@ def make_head(in_dim: int, num_labels: int, num_layers: int = 1, hidden: int = 3
     raise UserError(f"model.net.num_layers (head layers) must be 1 (linear, paper) or 2 (MLP, code), got {num_layers!r}")
 
 
+def head_output_bias(net: nn.Module) -> Tensor | None:
+    """The bias of a net's last output layer, which a multi-label task may start at the label prior's log-odds.
+
+    ``net.output_bias()`` when the net defines it (LEAM); otherwise the last layer of a `make_head` head
+    (``net.head[-1]``, an ``nn.Linear``), as the baselines of `text_baselines.py` build theirs; None if neither.
+    """
+    if hasattr(net, "output_bias"):
+        return net.output_bias()
+    head = getattr(net, "head", None)
+    if isinstance(head, nn.Sequential) and len(head) and isinstance(head[-1], nn.Linear) and head[-1].bias is not None:
+        return head[-1].bias
+    return None
+
+
 def load_glove(path: str | Path, vocab: Sequence[str], dim: int) -> tuple[Tensor, int]:
     """Rows of a GloVe text file (``word x1 .. xdim`` per line) for `vocab`; returns (vectors, hits).
 

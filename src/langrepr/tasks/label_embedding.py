@@ -16,7 +16,7 @@ from torch import nn
 from torchmetrics import Metric, MetricCollection
 
 from langrepr.metrics import MACRO_F1, MacroAUROC, MacroF1, MicroAUROC
-from langrepr.models.leam import label_targets
+from langrepr.models.leam import head_output_bias, label_targets
 from langrepr.tasks.classification import MultilabelClassificationTask, SingleLabelClassificationTask
 
 
@@ -84,6 +84,10 @@ class LabelRegularisedMultilabelTask(_LabelRegularised, MultilabelClassification
     the labels that have both positive and negative documents (CAML's macro skips the others);
     `f1_macro` at sigmoid > threshold is `macro_f1: caml` (default: harmonic mean of macro P and macro R,
     the convention behind the numbers Table 5 cites) or `per_label_mean` (mean of per-label F1).
+
+    `output_bias_init="prior"` (quick profiles; default zero) starts the output bias at the training labels'
+    log-odds for LEAM and for the baselines whose head is `make_head`'s (CNN, BiLSTM, SWEM: the last
+    `head` layer's bias, `models.leam.head_output_bias`), so every row of a table gets the same start.
     """
 
     multilabel = True
@@ -91,8 +95,17 @@ class LabelRegularisedMultilabelTask(_LabelRegularised, MultilabelClassification
     def __init__(self, net: nn.Module, optimizer: Callable, scheduler: Callable | None = None,
                  num_labels: int = 1328, threshold: float = 0.3, output_bias_init: str = "zero",
                  label_prior: list[float] | None = None, macro_f1: str = "caml"):
+        # the shared task starts nets exposing output_bias(); the make_head baselines are started here
+        bias = head_output_bias(net) if output_bias_init == "prior" and not hasattr(net, "output_bias") else None
         super().__init__(net, optimizer, scheduler, num_labels=num_labels, threshold=threshold,
-                         output_bias_init=output_bias_init, label_prior=label_prior)
+                         output_bias_init="zero" if bias is not None else output_bias_init, label_prior=label_prior)
+        if bias is not None:
+            if label_prior is None:
+                raise ValueError("dataset.task.output_bias_init=prior needs a datamodule giving label_prior; "
+                                 "use output_bias_init=zero")
+            prior = torch.tensor(label_prior, dtype=torch.float32).clamp(1e-4, 1 - 1e-4)
+            with torch.no_grad():
+                bias.copy_(torch.log(prior / (1 - prior)))
         if macro_f1 not in MACRO_F1:
             raise ValueError(f"dataset.task.macro_f1={macro_f1!r}: choose {' or '.join(MACRO_F1)}")
         self.macro_f1 = macro_f1
