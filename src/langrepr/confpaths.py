@@ -6,14 +6,38 @@ report start without importing training code.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+# bytes of one cell folder name: a file system allows 255, and force=true moves a cell to `<name>@<time>` (+16)
+MAX_CELL_NAME = 200
+SHORTENED = "~"   # the mark of a shortened cell name: `<whole overrides that fit>,~<sha256 of the full name>`
 
-# a cell with no overrides still needs a directory name
-OmegaConf.register_new_resolver("cell", lambda name: name or "defaults", replace=True)
+
+def cell_dir_name(name: str | None) -> str:
+    """The cell folder for Hydra's override list (`${cell:${hydra.job.override_dirname}}`).
+
+    The joined overrides, as always, while every '/'-separated part fits in MAX_CELL_NAME bytes; a longer list
+    (a dozen overrides, issue 21 X59) keeps the whole overrides that fit and ends in a hash of the full list, so
+    one command still names one folder and two lists never share one. metrics.json records the full list.
+    """
+    name = name or "defaults"   # a cell with no overrides still needs a directory name
+    if all(len(part.encode()) <= MAX_CELL_NAME for part in name.split("/")):
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    room = MAX_CELL_NAME - len(digest) - 2
+    head = ""
+    for override in name.replace("/", "%2F").split(","):
+        if len(f"{head},{override}".encode()) > room:
+            break
+        head = f"{head},{override}" if head else override
+    return f"{head},{SHORTENED}{digest}" if head else f"{SHORTENED}{digest}"
+
+
+OmegaConf.register_new_resolver("cell", cell_dir_name, replace=True)
 # `hydra.sweeper.params.seed: ${seed_list:${seeds}}`: the full sweeps run seeds 1..seeds (3 unless `seeds=N`)
 OmegaConf.register_new_resolver("seed_list", lambda n: ",".join(str(i) for i in range(1, int(n) + 1)), replace=True)
 

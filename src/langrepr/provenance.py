@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from langrepr.confpaths import CONF_DIR, SHORTENED, group_options
 from langrepr.errors import UserError
 
 # keys of a run's `data` record that identify the data it read (datamodules name them differently)
@@ -37,6 +38,9 @@ def table_path(table: str, profile: str | None, outputs: Path) -> Path:
         if (tables / f"{stem}.json").exists():
             return tables / f"{stem}.json"
     rendered = sorted(p.stem for p in tables.glob("*.json")) if tables.exists() else []
+    if not (CONF_DIR / "experiment" / f"{table}.yaml").exists():   # a typo, not a table to render (issue 21 X40)
+        raise UserError(f"unknown table '{table}': no rendered table '{table}' in {tables} and no "
+                        f"conf/experiment/{table}.yaml; choose one of {', '.join(group_options('experiment'))}")
     raise UserError(f"no rendered table '{table}'{f' for profile {profile}' if profile else ''} in {tables}: "
                     f"render it with `python -m langrepr.tables {table} --profile {profile or 'quick'}`"
                     f" (rendered now: {', '.join(rendered) or 'none'})")
@@ -77,8 +81,17 @@ def run_provenance(run_dir: str | Path, root: Path = Path(".")) -> dict:
         # runs are not committed, only tables: a clean clone can still rebuild the cell from its dir name
         info["overrides"] = [p for p in path.name.split(",") if "=" in p]
         info["overrides_source"] = "run dir name (run folder not on this machine)"
+        if any(p.startswith(SHORTENED) for p in path.name.split(",")):   # confpaths.cell_dir_name cut it short
+            info["overrides_source"] += ": shortened, its last overrides are only in the run folder's metrics.json"
+            info["incomplete"] = True
         return info
-    record = json.loads((path / "metrics.json").read_text())
+    try:
+        record = json.loads((path / "metrics.json").read_text())
+    except (OSError, ValueError) as err:
+        info.update(present=False, damaged=f"{path / 'metrics.json'} is unreadable ({type(err).__name__}): rerun "
+                                           "that cell with force=true",
+                    overrides=[p for p in path.name.split(",") if "=" in p], overrides_source="run dir name")
+        return info
     overrides = read_yaml(path / ".hydra" / "overrides.yaml")
     info.update({
         "status": record.get("status"), "seed": record.get("seed"), "commit": record.get("commit"),
@@ -108,7 +121,12 @@ def explain(table_name: str, row: str, column: str, profile: str | None = None,
     """Everything known about one cell, as a dict (printed by `format_explanation`)."""
     outputs = Path(outputs)
     path = table_path(table_name, profile, outputs)
-    table = json.loads(path.read_text())
+    try:
+        table = json.loads(path.read_text())
+    except ValueError as err:
+        raise UserError(f"{path} is damaged (not the JSON `langrepr.tables` writes: {type(err).__name__}): restore it "
+                        f"(`git checkout -- {path}`) or re-render it with `python -m langrepr.tables {table_name} "
+                        f"--profile {profile or 'quick'}`") from None
     cell = find_cell(table, row, column)
     root = outputs.parent if outputs.name == "outputs" else Path(".")
     runs = []
@@ -151,10 +169,15 @@ def format_explanation(info: dict) -> str:
                       f"    data manifest digest: {run['data_digest'] or 'not recorded by this datamodule'}"
                       + (" (synthetic data)" if run.get("synthetic") else ""),
                       f"    wall time: {'—' if wall is None else f'{wall:.1f} s'} · status {run['status']}"]
+        elif run.get("damaged"):
+            lines.append(f"    {run['damaged']}")
         else:
             lines.append("    run folder not on this machine: seed, commit, fingerprint and wall time live in its "
                          "metrics.json (only rendered tables are committed)")
-        lines.append(f"    reproduce: {run['command']}")
+        if run.get("incomplete"):
+            lines.append(f"    reproduce (incomplete: the folder name was shortened): {run['command']} ...")
+        else:
+            lines.append(f"    reproduce: {run['command']}")
     lines.append(f"  whole table: {info['sweep_command']}")
     return "\n".join(lines)
 

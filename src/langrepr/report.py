@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import base64
 import csv
+import errno
 import json
+import logging
 import math
 import os
 import re
@@ -32,8 +34,10 @@ from typing import Any
 
 import yaml
 
-from langrepr.errors import UserError
+from langrepr.errors import WRITE_ERRNOS, UserError
 from langrepr.utils import PROJECT_ROOT, git_commit, open_mode, write_text_atomic
+
+log = logging.getLogger("langrepr.report")
 
 CLAIM_MARKS = {True: "✓", False: "✗", None: "not judged", "noise": "within noise", "unknown": "noise unknown"}
 PAPERS = {"ewe": "EWE", "tensorcoder": "TensorCoder", "multihot": "Multi-hot LM", "leam": "LEAM",
@@ -54,7 +58,14 @@ def load_tables(outputs: Path) -> list[dict]:
     """Every rendered table JSON with its Markdown twin (if any), EWE before TensorCoder, table 1 first."""
     found = []
     for path in sorted((outputs / "tables").glob("*.json")):
-        table = json.loads(path.read_text())
+        try:
+            table = json.loads(path.read_text())
+            table["rows"], table["table"]   # noqa: B018  (what every section reads)
+        except (ValueError, KeyError, TypeError) as err:   # a damaged table never becomes a thinner report (X37)
+            raise UserError(f"{path} is damaged (not the JSON `langrepr.tables` writes: {type(err).__name__}): "
+                            f"restore it (`git checkout -- {path}`) or re-render it (`python -m langrepr.tables "
+                            f"{path.stem.split('.')[0]} --profile {'quick' if '.quick' in path.name else 'full'}`); "
+                            "the report on disk is untouched") from None
         md = path.with_suffix(".md")
         found.append({"stem": path.stem, "table": table, "markdown": md.read_text() if md.exists() else None})
     return found
@@ -75,18 +86,36 @@ def resolve_run_dir(run_dir: str, outputs: Path) -> Path:
 
 def read_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     """{metric: [(step, value), ...]} from a run's Lightning CSV log; {} when the run kept none."""
-    log = run_dir / "csv" / "metrics.csv"
-    if not log.exists():
+    csv_log = run_dir / "csv" / "metrics.csv"
+    if not csv_log.exists():
         return {}
     curves: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    with log.open(newline="") as fh:
+    bad = 0
+    with csv_log.open(newline="", errors="replace") as fh:
         for row in csv.DictReader(fh):
             step = row.get("step")
             for key, value in row.items():
-                if key in ("epoch", "step") or value in ("", None) or step in ("", None):
+                if key in ("epoch", "step", None) or value in ("", None) or step in ("", None):
                     continue
-                curves[key].append((int(float(step)), float(value)))
+                try:
+                    curves[key].append((int(float(step)), float(value)))
+                except (TypeError, ValueError):   # a cut or damaged line: drawn without it
+                    bad += 1
+    if bad:
+        log.warning("%s: %d value(s) are not numbers (a cut or damaged log); the curves are drawn without them",
+                    csv_log, bad)
     return dict(curves)
+
+
+def readable_record(run_dir: Path) -> bool:
+    """A run folder whose metrics.json is JSON; a damaged one is skipped with a warning naming it (X36)."""
+    try:
+        json.loads((run_dir / "metrics.json").read_text())
+        return True
+    except (OSError, ValueError) as err:
+        log.warning("skipping %s: unreadable (%s); its curve is left out (rerun that cell with force=true)",
+                    run_dir / "metrics.json", type(err).__name__)
+        return False
 
 
 def run_commit(run_dir: Path) -> str | None:
@@ -95,8 +124,11 @@ def run_commit(run_dir: Path) -> str | None:
 
 def monitored_metric(run_dir: Path) -> str:
     cfg = run_dir / "config_resolved.yaml"
-    data = yaml.safe_load(cfg.read_text()) if cfg.exists() else {}
-    return ((data or {}).get("dataset") or {}).get("monitor") or "val/loss"
+    try:
+        data = yaml.safe_load(cfg.read_text()) if cfg.exists() else {}
+    except yaml.YAMLError:
+        data = {}                                   # damaged: the loss every task logs
+    return (((data if isinstance(data, dict) else {}).get("dataset") or {}).get("monitor")) or "val/loss"
 
 
 def table_run_groups(table: dict, outputs: Path) -> dict[tuple[str, str], list[Path]]:
@@ -106,7 +138,7 @@ def table_run_groups(table: dict, outputs: Path) -> dict[tuple[str, str], list[P
         for cell in row["cells"].values():
             for run in cell.get("runs", []):
                 path = resolve_run_dir(run, outputs)
-                if (path / "metrics.json").exists():
+                if (path / "metrics.json").exists() and readable_record(path):
                     groups[(row["key"], SEED_PART.sub("", path.name).strip(","))].add(path)
     return {k: sorted(v) for k, v in groups.items()}
 
@@ -233,8 +265,16 @@ def plot_scaling(bench: Path, img_dir: Path) -> tuple[Path | None, str]:
     if not bench.exists():
         return None, ("Not run: the TensorCoder scaling benchmark has no result yet; `make bench` "
                       "(scripts/bench_tensorcoder.py) writes outputs/bench/tensorcoder_scaling.json.")
-    result = json.loads(bench.read_text())
-    det = result["details"]
+    try:
+        result = json.loads(bench.read_text())
+        det = result["details"]
+        det["min_forward_s"], det["fit_n"], det["sdpa_exponent"]   # noqa: B018  (what the figure reads)
+    except (ValueError, KeyError, TypeError) as err:
+        log.warning("%s is damaged (%s): `make bench` measures it again", bench, type(err).__name__)
+        why = f"{bench.name} is damaged ({type(err).__name__}); `make bench` measures it again"
+        if kept.exists():
+            return kept, f"As committed with this report: {why}."
+        return None, f"Not drawn: {why}."
     exponents = {"tensorcoder": result["value"], "sdpa": det["sdpa_exponent"]}
     names = {"tensorcoder": "TensorCoder attention (1 filter)", "sdpa": "dot-product attention (1 head)"}
     import matplotlib
@@ -324,6 +364,10 @@ def bench_rows(bench_dir: Path) -> list[str]:
 
 def build_markdown(outputs: Path, img_dir: Path, page_dir: Path) -> str:
     tables = load_tables(outputs)
+    # a `.partial` render was kept beside the table it did not replace (fewer cells, seeds or another recipe):
+    # the report shows the tables, never those (issue 21 X35)
+    partial = [t["stem"] for t in tables if t["stem"].endswith(".partial")]
+    tables = [t for t in tables if not t["stem"].endswith(".partial")]
     rel = lambda p: os.path.relpath(p, page_dir)  # noqa: E731  (image links relative to the page)
     lines = ["# langrepr results report", "",
              f"Generated by `make report` at commit `{git_commit()}` from {len(tables)} rendered table(s) in "
@@ -336,6 +380,10 @@ def build_markdown(outputs: Path, img_dir: Path, page_dir: Path) -> str:
     if missing:
         lines += ["", "Not rendered yet (no table JSON): " + ", ".join(
             f"{m} (`make {m.replace('_', '-')} PROFILE=quick`)" for m in missing) + "."]
+    if partial:
+        lines += ["", f"Not shown: {len(partial)} render(s) kept beside the table they did not replace ("
+                  + ", ".join(f"`{outputs.name}/tables/{p}.md`" for p in partial)
+                  + "); `make tables` said why (fewer cells or seeds, or another recipe)."]
     for entry in tables:
         t = entry["table"]
         lines += ["", f"## {t['table']} ({t.get('profile')})" + f' <a id="{entry["stem"].replace(".", "")}"></a>', ""]
@@ -446,10 +494,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--outputs", default="outputs", help="folder holding tables/, bench/ and the run folders")
     parser.add_argument("--out", default=None, help="where to write the report (default <outputs>/report)")
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")
     try:
         md, html = build_report(args.outputs, args.out)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as err:
+        if err.errno not in (*WRITE_ERRNOS, errno.ENOTDIR, errno.EEXIST):
+            raise
+        print(f"error: cannot write {err.filename or args.out}: {err.strerror}; pass --out <a writable folder> "
+              "(the report on disk is untouched)", file=sys.stderr)
         sys.exit(2)
     print(f"wrote {md} and {html}")
 

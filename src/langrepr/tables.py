@@ -8,6 +8,7 @@ dashboard. The JSON written beside the Markdown has a fixed shape that downstrea
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import statistics
@@ -21,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from langrepr import verdicts
 from langrepr.confpaths import CONF_DIR
-from langrepr.errors import UserError
+from langrepr.errors import WRITE_ERRNOS, UserError
 from langrepr.metric_versions import METRIC_VERSIONS, metric_name, stale_metrics
 from langrepr.table_spec import TableSpec
 from langrepr.utils import git_commit, write_json_atomic, write_text_atomic
@@ -565,6 +566,17 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+    except OSError as err:
+        if not unwritable(err):
+            raise
+        print(f"error: cannot write {err.filename or args.outputs}: {err.strerror}; pass --outputs <a writable folder "
+              "holding the run folders> (the tables already on disk are untouched)", file=sys.stderr)
+        sys.exit(2)
+
+
+def unwritable(err: OSError) -> bool:
+    """A write refused by the file system (read-only, full, no permission, a file where a folder should be)."""
+    return err.errno in (*WRITE_ERRNOS, errno.ENOTDIR, errno.EEXIST)
 
 
 if __name__ == "__main__":

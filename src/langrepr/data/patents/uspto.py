@@ -281,6 +281,7 @@ class PatentDataModule(pl.LightningDataModule):
             os.replace(tmp, path)
             log.info("cached tokenized patents at %s", path)
         self.label_vocab = LabelVocabulary(tuple(cache["labels"]), self.labeling)
+        self._check_labels(len(self.label_vocab), len(plan["train"]) + len(plan["val"]))
         self.label_vocab.save(cache_dir / f"labels-{key}.json")
         self.encode_stats = dict(cache.get("encode_stats", {}))
         self.data_info = {"data_dir": str(self._dir), "synthetic": bool(manifest.get("synthetic", False)),
@@ -290,11 +291,20 @@ class PatentDataModule(pl.LightningDataModule):
             log.warning("USPTO datamodule is reading SYNTHETIC patents from %s", self._dir)
         self._splits = {n: _EncodedSplit(cache["splits"][n], len(self.label_vocab)) for n in plan}
 
+    def _check_labels(self, n_labels: int, n_rows: int) -> None:
+        """No CPC code in the training rows: say so, not "num_labels must be >= 1" from the model (issue 21 u12)."""
+        if n_labels == 0:
+            raise UserError(f"USPTO export {self._dir}: none of the {n_rows} training documents has a CPC code (every "
+                            "cpc list is empty), so there is nothing to classify: the export lost its cpc column; "
+                            "re-export (`python -m langrepr.data.patents.export export ...`) or point "
+                            "LANGREPR_USPTO_DIR at a complete export")
+
     def _encode_all(self, manifest: dict, plan: dict[str, np.ndarray]) -> dict[str, Any]:
         """Labels and token tensors for every split (the expensive path, run once per cache key)."""
         sources = {"train": "train", "val": "train", "2015A": "2015A", "2015B": "2015B"}
         pool = np.sort(np.concatenate([plan["train"], plan["val"]]))
         vocab = LabelVocabulary.fit(_iter_rows(self._dir, manifest, "train", "cpc", pool), self.labeling)
+        self._check_labels(len(vocab), len(pool))   # before the expensive encoding
         dtype = _id_dtype(int(self.tokenizer.vocab_size))
         out: dict[str, Any] = {"labels": list(vocab.labels), "splits": {}}
         n_docs, seconds = 0, 0.0
