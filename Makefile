@@ -108,21 +108,39 @@ leam-figures: $(STAMP) ## LEAM Figs. 2a, 2c, 3 (PNG) and 4 (HTML) into outputs/f
 multihot-table1: ## Multi-hot LM Table 1: token-list sizes (kiwipiepy analysis, cached; needs LANGREPR_DATA_DIR for quick)
 multihot-table2: ## Multi-hot LM Table 2: the three MLM losses (small model, BPE + syllable list)
 multihot-table4: ## Multi-hot LM Table 4: KorQuAD answers divided / not divided by each token list
-$(foreach n,1 2,$(eval $(call TABLE_RULE,multihot-table$(n),multihot_table$(n))))
+$(eval $(call TABLE_RULE,multihot-table1,multihot_table1))
+# Multi-hot fine-tuning cells find their pretraining cell by config in multihot_pretrain's sweep: a target that
+# renders fine-tuning cells runs the pretraining cells they start from first (finished cells are skipped)
+MULTIHOT_PRETRAIN = $(RUN) -m experiment=multihot_pretrain profile=$(PROFILE) ckpt_path=auto
+.PHONY: multihot-pretrain
+multihot-pretrain: $(STAMP)
+	$(MULTIHOT_PRETRAIN) $(ARGS)
+	$(RENDER) multihot_pretrain --profile $(PROFILE)
+# Table 2 quick: its cells are the pretraining; full: each fine-tunes on KorQuAD the small model pretrained with its loss
+multihot-table2: $(STAMP)
+ifeq ($(PROFILE),full)
+	$(MULTIHOT_PRETRAIN) mlm.loss=sce,bce,mhsce pipeline.token_list=bpe_syllable model=multihot_small $(ARGS)
+endif
+	$(RUN) -m experiment=multihot_table2 profile=$(PROFILE) ckpt_path=auto $(ARGS)
+	$(RENDER) multihot_table2 --profile $(PROFILE)
 # Table 4's fine-tuned EM columns are Table 3's small-model KorQuAD cells: run that subset too (finished cells skipped)
 multihot-table4: $(STAMP)
+	$(MULTIHOT_PRETRAIN) model=multihot_small $(ARGS)
 	$(RUN) -m experiment=multihot_table3 profile=$(PROFILE) downstream=korquad model=multihot_small ckpt_path=auto $(ARGS)
 	$(RUN) -m experiment=multihot_table4 profile=$(PROFILE) ckpt_path=auto $(ARGS)
 	$(RENDER) multihot_table4 --profile $(PROFILE)
 .PHONY: multihot-table3 multihot-table5
-multihot-table3: ## Multi-hot LM Table 3: KorQuAD / NER / SRL / NSMC by token list and size (quick: KLUE-NER stand-in, NSMC-style split)
-$(eval $(call TABLE_RULE,multihot-table3,multihot_table3))
+multihot-table3: $(STAMP) ## Multi-hot LM Table 3: KorQuAD / NER / SRL / NSMC by token list and size (quick: KLUE-NER stand-in, NSMC-style split)
+	$(MULTIHOT_PRETRAIN) $(ARGS)
+	$(RUN) -m experiment=multihot_table3 profile=$(PROFILE) ckpt_path=auto $(ARGS)
+	$(RENDER) multihot_table3 --profile $(PROFILE)
 # Table 5's cells are Table 3's small-model NER cells (same config): run that subset (finished cells skipped), render
 multihot-table5: $(STAMP) ## Multi-hot LM Table 5: NER F1 for PER / LOC / ORG, small models
+	$(MULTIHOT_PRETRAIN) model=multihot_small $(ARGS)
 	$(RUN) -m experiment=multihot_table3 profile=$(PROFILE) downstream=ner model=multihot_small ckpt_path=auto $(ARGS)
 	$(RENDER) multihot_table5 --profile $(PROFILE)
 ifeq ($(PROFILE),quick)
-multihot-table3 multihot-table5: export OMP_NUM_THREADS ?= 1
+multihot-pretrain multihot-table3 multihot-table5: export OMP_NUM_THREADS ?= 1
 endif
 .PHONY: bitcipher-table1 bitcipher-table2 bitcipher-table3 bitcipher-table4 bitcipher-table5 bitcipher-table6
 # Bit Cipher tables share cells: references and the cipher row live in Table 1's sweep, the Sum/Cat centre

@@ -123,19 +123,8 @@ def test_token_lists_and_analysis_follow_the_corpus_text(tmp_path):
     assert len(list((tmp_path / "cache" / "korean_morphemes").glob("tiny.*"))) == 2
 
 
-def test_pretrained_checkpoint_follows_the_corpus_text(tmp_path):
-    from langrepr.tasks.multihot_mlm import pretrained_checkpoint
-
-    corpus = korean_corpus(tmp_path)
-    model = {"_target_": "langrepr.models.multihot_lm.MultiHotLM", "hidden_size": 16, "num_layers": 1, "num_heads": 2,
-             "intermediate_size": 32, "max_positions": 32, "max_group": 16, "num_pos_tags": 62, "dropout": 0.0}
-    mlm = {"loss": "sce", "steps": 1, "batch_size": 4, "lr": 1e-3, "weight_decay": 0.0, "warmup_steps": 0,
-           "mask_prob": 0.15, "val_fraction": 0.3}
-    args = (SIZES, "bpe_syllable", model, mlm, str(tmp_path / "cache"), str(tmp_path / "ckpt"), 1)
-    first, _ = pretrained_checkpoint(corpus, *args, workers=1)
-    assert pretrained_checkpoint(corpus, *args, workers=1)[0] == first
-    flip_one_byte(Path(corpus["path"]), "영화가".encode(), "영화는".encode())
-    assert pretrained_checkpoint(corpus, *args, workers=1)[0] != first
+# The multi-hot pretraining is a train cell (no checkpoint cache of its own): that its weights follow the corpus
+# text is tests/multihot/test_multihot_cells.py::test_a_pretraining_cell_refuses_reuse_after_one_corpus_byte_changes
 
 
 # ---------------------------------------------------------------- tokenizers

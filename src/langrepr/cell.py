@@ -114,17 +114,56 @@ def cell_fingerprint(cfg: DictConfig) -> str:
     return _hash(stage_reads(cfg))
 
 
+# Entry points that moved (old `_target_` -> new): a cell recorded under the old name is still this cell, so its
+# finished record is recognised (and migrated) instead of refused. Add a line when a `_target_` moves.
+MOVED_TARGETS = {
+    # multi-hot LM non-gradient cells, data/ and tasks/ -> pipelines/multihot/ (issue 20 item 3)
+    "langrepr.data.korean.prepare.table1_pipeline": "langrepr.pipelines.multihot.token_lists.table1_pipeline",
+    "langrepr.tasks.span_qa.korquad_answer_pipeline": "langrepr.pipelines.multihot.answers.korquad_answer_pipeline",
+}
+
+
+def with_old_targets(cfg: DictConfig) -> list[DictConfig]:
+    """The config as it was written before its `_target_`s moved (`MOVED_TARGETS`); [] when none moved."""
+    old_names: dict[str, list[str]] = {}
+    for old, new in MOVED_TARGETS.items():
+        old_names.setdefault(new, []).append(old)
+    moved: list[tuple[str, list[str]]] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, DictConfig):
+            target = node._get_node("_target_") if "_target_" in node else None
+            if target is not None and not target._is_interpolation() and target._value() in old_names:
+                moved.append((f"{path}_target_", old_names[target._value()]))
+            for key in node:
+                if key != "hydra":
+                    walk(node._get_node(key), f"{path}{key}.")
+
+    walk(cfg, "")
+    variants = []
+    for key, names in moved:
+        for name in names:
+            c = copy.deepcopy(cfg)
+            OmegaConf.update(c, key, name, force_add=True)
+            variants.append(c)
+    return variants
+
+
 def legacy_fingerprints(cfg: DictConfig) -> set[str]:
     """Fingerprints earlier schemes gave this cell: a finished record carrying one is still this cell's.
 
-    A scheme that cannot hash this config (a pipeline cell whose unused nodes no longer resolve) gives none.
+    The earlier schemes of this config, and every scheme (the current one too) of the config with its moved
+    `_target_`s under their old names. A scheme that cannot hash a config (a pipeline cell whose unused nodes
+    no longer resolve) gives none.
     """
     found = set()
-    for scheme in (config_fingerprint, legacy_fingerprint):
-        try:
-            found.add(scheme(cfg))
-        except Exception:  # noqa: BLE001  (then no record can carry that scheme's fingerprint either)
-            continue
+    for variant, schemes in [(cfg, (config_fingerprint, legacy_fingerprint))] + [
+            (old, (cell_fingerprint, config_fingerprint, legacy_fingerprint)) for old in with_old_targets(cfg)]:
+        for scheme in schemes:
+            try:
+                found.add(scheme(variant))
+            except Exception:  # noqa: BLE001  (then no record can carry that scheme's fingerprint either)
+                continue
     return found - {cell_fingerprint(cfg)}
 
 

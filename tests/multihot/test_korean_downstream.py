@@ -8,20 +8,14 @@ import json
 
 import pytest
 
+from langrepr.data.korean.downstream import IGNORE, collate_tagging, load_tagged, tagging_input
 from langrepr.data.korean.ner import bio_to_spans, morpheme_tags, read_klue_ner, read_modu_ner
 from langrepr.data.korean.nsmc import label_of, nsmc_style_split, read_crawl
 from langrepr.data.korean.srl import predicate_segment, read_modu_srl
 from langrepr.data.korean.token_lists import SPECIALS, TokenList
 from langrepr.errors import UserError
-from langrepr.tasks.multihot_downstream import load_tagged
-from langrepr.tasks.token_classification import (
-    IGNORE,
-    MajorityTagger,
-    all_outside,
-    collate_tagging,
-    tagging_input,
-    tagging_scores,
-)
+from langrepr.pipelines.multihot.references import MajorityTagger, all_outside, majority_class
+from langrepr.pipelines.multihot.scores import accuracy, tagging_scores
 
 KLUE = """## 토큰, 레이블 구분자 : \\t
 ## 컬럼명 : CHAR\tNE_TAG
@@ -177,6 +171,7 @@ def test_reference_taggers():
     tagger = MajorityTagger(train, tags)
     assert tagger([[("박", "NNP"), ("김", "NNP"), ("박", "NNG")]]) == [["B-PER", "O", "O"]]
     assert all_outside([[1, 2], [3]]) == [["O", "O"], ["O"]]
+    assert majority_class([1, 0, 1]) == 1 and accuracy([1, 0, 1], [1, 1, 1]) == pytest.approx(200 / 3)
 
 
 def test_tagging_input_tags_first_positions_and_appends_predicate():
@@ -186,12 +181,14 @@ def test_tagging_input_tags_first_positions_and_appends_predicate():
     encoder = MorphemeEncoder(tl)
     index = {"O": 0, "B-PER": 1, "I-PER": 2, "B-LOC": 3, "I-LOC": 4}
     morphemes = [("박씨", "NNP", 0, 2), ("서울", "NNP", 3, 5)]
-    example = tagging_input(morphemes, ["B-PER", "B-LOC"], index, encoder, 16, predicate=[("먹다", "VV", 0, 2)])
+    example = tagging_input(morphemes, ["B-PER", "B-LOC"], index, encoder, 16, predicate=[("먹다", "VV", 0, 2)],
+                            index=7)
     assert example.encoded.groups == [[5], [6], [7], [3], [8], [9]]     # 박 ##씨 | 서울/NNP | [SEP] 먹 ##다
     assert example.labels == [1, IGNORE, 3, IGNORE, IGNORE, IGNORE] and example.first == [0, 2]
     batch = collate_tagging([example], 16)
     assert batch["labels"][0].tolist() == [IGNORE, 1, IGNORE, 3, IGNORE, IGNORE, IGNORE, IGNORE]
     assert batch["token_type_ids"][0].tolist() == [0, 0, 0, 0, 0, 1, 1, 1]
+    assert batch["index"] == [7] and batch["first"] == [[1, 3]]      # where each morpheme's tag is read ([CLS] first)
     cut = tagging_input(morphemes, ["B-PER", "B-LOC"], index, encoder, 4)   # room for 2 positions: 서울 cut off
     assert cut.first == [0, None]
 
@@ -212,18 +209,3 @@ def test_load_tagged_splits_by_id_and_rejects_bad_settings(tmp_path):
     with pytest.raises(UserError, match="unknown tagging source"):
         load_tagged({"source": "conll", "path": str(path)})
 
-
-def test_downstream_pipeline_checks_the_task_and_delegates_korquad(monkeypatch, tmp_path):
-    from langrepr.tasks import multihot_downstream, span_qa
-
-    common = dict(output_dir=str(tmp_path), data={}, corpus={"name": "c"}, sizes={}, token_list="bpe_base", model={},
-                  mlm={}, cache_dir=str(tmp_path), checkpoint_root=str(tmp_path), seed=1)
-    with pytest.raises(UserError, match="unknown downstream task 'pos'"):
-        multihot_downstream.downstream_pipeline(task="pos", finetune={}, **common)
-    with pytest.raises(UserError, match="add finetune.ner"):
-        multihot_downstream.downstream_pipeline(task="ner", finetune={}, **common)
-    seen = {}
-    monkeypatch.setattr(span_qa, "korquad_finetune_pipeline", lambda *args: seen.setdefault("args", args) and {"x": 1})
-    multihot_downstream.downstream_pipeline(task="korquad", finetune={"korquad": {"steps": 3}}, korquad={"k": 1},
-                                            **common)
-    assert seen["args"][1] == {"k": 1} and seen["args"][7] == {"steps": 3} and seen["args"][4] == "bpe_base"

@@ -7,9 +7,12 @@ import torch
 
 from langrepr.data.korean.encoding import MorphemeEncoder
 from langrepr.data.korean.korquad import Question
+from langrepr.data.korean.korquad_features import answer_divided
 from langrepr.data.korean.morphemes import analyser_name
 from langrepr.data.korean.token_lists import SPECIALS, TokenList
-from langrepr.tasks.span_qa import answer_divided, exact_match, f1, first_sentence, normalize_answer, score
+from langrepr.pipelines.multihot.references import first_sentence
+from langrepr.pipelines.multihot.scores import exact_match, f1, normalize_answer, score
+from langrepr.tasks.span_qa import best_span
 
 
 def test_normalisation_removes_korquad_symbols_and_punctuation():
@@ -32,7 +35,7 @@ def test_score_takes_the_best_gold_answer_and_counts_missing_as_wrong():
 
 def test_first_sentence_baseline():
     q = Question("a", "t", "임종석은 1989년에 수배되었다. 그는 체포되었다.", "q", ("1989년",), 6)
-    assert first_sentence(q) == "임종석은 1989년에 수배되었다."
+    assert first_sentence(q.context) == "임종석은 1989년에 수배되었다."
 
 
 def test_answer_divided_under_each_kind_of_list():
@@ -44,7 +47,7 @@ def test_answer_divided_under_each_kind_of_list():
 
 
 def test_windows_put_the_answer_on_its_morpheme_positions():
-    from langrepr.data.korean.korquad_features import best_span, question_windows
+    from langrepr.data.korean.korquad_features import collate_windows, question_windows
 
     tokens = [*SPECIALS, "임종석", "@1", "@9", "@8", "년", "에", "은", "?", "해"]
     encoder = MorphemeEncoder(TokenList("bpe_syllable", tokens, analyser_name()))
@@ -56,8 +59,11 @@ def test_windows_put_the_answer_on_its_morpheme_positions():
     assert (window.start, window.end) == (6, 7) and window.types == [0] * 4 + [1] * 6
     start, end = torch.full((10,), -5.0), torch.full((10,), -5.0)
     start[6], end[7] = 3.0, 3.0
-    _, span = best_span(start, end, window, max_answer=5)
+    batch = collate_windows([window], max_group=16)
+    assert batch["context_mask"][0].tolist() == [False] * 4 + [True] * 5 + [False]
+    _, span = best_span(start, end, batch["context_mask"][0], batch["char_spans"][0], max_answer=5)
     assert context[span[0]:span[1]] == "1989년"
+    assert best_span(start, end, torch.zeros(10, dtype=torch.bool), window.char_spans, 5) == (float("-inf"), None)
     # 2 context positions per window, stride 1: 4 windows, only the one starting at the answer holds it whole
     short = question_windows(q, [("해", "NNG", 0, 1)], ctx, encoder, max_len=6, stride=1)
     assert [(w.start, w.end) for w in short] == [(0, 0), (0, 0), (3, 4), (0, 0)]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from langrepr.models.multihot_lm import MultiHotEmbedding, MultiHotLM, SpanQAHead, multi_hot_sum
+from langrepr.models.multihot_heads import SpanQAHead
+from langrepr.models.multihot_lm import MultiHotEmbedding, MultiHotLM, multi_hot_sum
 
 
 def test_eq1_by_hand():

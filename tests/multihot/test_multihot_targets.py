@@ -1,7 +1,8 @@
 """Smoke test of the multi-hot LM table targets on a generated LANGREPR_DATA_DIR.
 
 Each experiment's cell runs at tiny size through `train()` (what `make multihot-tableN` reaches through the CLI)
-and its table renders; missing local data is a UserError naming the path.
+and its table renders; missing local data is a UserError naming the path. Table 2's cells are train cells
+(pretraining in quick; in full, KorQuAD fine-tuning of the pretraining cell of their loss).
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ def test_table_cell_runs_and_renders_at_tiny_size(compose_cfg, tmp_path, shared_
     filled = [c["ours"] for row in result["rows"] for c in row["cells"].values() if c["ours"] is not None]
     assert filled, "no cell of the table was filled"
     if table == "multihot_table2":
-        assert record["metrics"]["val/masked"] > 0
-        assert list((out / "quick" / "multihot_pretrain").glob("*/model.pt")), "no pretrained checkpoint saved"
+        assert record["metrics"]["val/masked"] > 0 and record["steps"] == 2 and record["tested_on"] == "last"
+        assert (tmp_path / "run" / "checkpoints" / "last.ckpt").exists(), "no checkpoint to fine-tune from"
 
 
 def test_missing_local_data_names_the_path(compose_cfg, tmp_path):
@@ -71,14 +72,18 @@ def test_missing_local_data_names_the_path(compose_cfg, tmp_path):
     assert isinstance(cause, UserError) and "does not exist" in str(cause)
 
 
-def test_full_table2_cell_pretrains_then_fine_tunes_korquad(compose_cfg, tmp_path, data_dir):
-    """The full profile's cell fine-tunes the pretrained model on KorQuAD (here: the fixture, tiny sizes)."""
-    cfg = compose_cfg("experiment=multihot_table2", "profile=full", *TINY, *TINY_MLM, f"paths.data_dir={data_dir}",
-                      "pipeline.workers=1", "dataset.korquad.data_dir=" + str(data_dir), "finetune.steps=2",
-                      "finetune.batch_size=4", "finetune.stride=8")
+def test_full_table2_cell_fine_tunes_the_pretraining_cell_of_its_loss_on_korquad(compose_cfg, tmp_path, data_dir):
+    """The full profile's cell fine-tunes its loss's pretrained model on KorQuAD (here: the fixture, tiny sizes)."""
+    common = (*TINY, *TINY_MLM, f"paths.data_dir={data_dir}", "pipeline.workers=1", "mlm.loss=sce")
+    pretrain = tmp_path / "outputs" / "full" / "multihot_pretrain" / "cell"
+    record = train(compose_cfg("experiment=multihot_pretrain", "profile=full", *common,
+                               f"callbacks.last_checkpoint.dirpath={pretrain / 'checkpoints'}"), pretrain)
+    assert record["status"] == "finished" and record["data"]["nsp"] is True   # as the paper pretrains
+    cfg = compose_cfg("experiment=multihot_table2", "profile=full", *common, "dataset.korquad.data_dir=" + str(data_dir),
+                      "finetune.steps=2", "finetune.batch_size=4", "finetune.stride=8")
     record = train(cfg, tmp_path / "cell")
     metrics = record["metrics"]
     assert record["status"] == "finished" and 0 <= metrics["test/em"] <= 100 and 0 <= metrics["test/f1"] <= 100
-    assert metrics["finetune/test_questions"] > 0 and "bpe_syllable/divided/finetuned_em" in metrics
-    assert metrics["pretrain/nsp"] == 1.0                       # the full profile pretrains with NSP, as the paper
+    assert record["data"]["test_questions"] > 0 and "bpe_syllable/divided/finetuned_em" in metrics
+    assert metrics["pretrain/nsp"] == 1.0 and metrics["val/mlm_ce"] > 0     # the CE columns, from its pretraining
     assert (tmp_path / "cell" / "predictions.json").exists()

@@ -3,7 +3,8 @@
 Eq. 1: O = Σ_i T_i ⊙ TP_i over the token ids of a position's group (T: token embedding, TP: learned embedding of
 the slot inside the group). Eq. 2: Input = O + Pos + P, Pos the POS-tag embedding and P BERT's own position
 embedding, added by the `transformers` BertModel that receives `inputs_embeds` (built from config, random init).
-The MLM output is a separate linear layer over the token list (untied from T, as the paper says).
+The MLM output is a separate linear layer over the token list (untied from T, as the paper says); the
+fine-tuning and NSP heads are in `langrepr.models.multihot_heads`.
 
 Dims: B batch, L positions, G group slots, H hidden, V token list size.
 
@@ -87,15 +88,3 @@ class MultiHotLM(nn.Module):
     def embedding_parameters(self) -> int:
         return sum(p.numel() for p in self.embed.parameters())
 
-
-class SpanQAHead(nn.Module):
-    """Start/end logits over input positions (KorQuAD): one linear layer on the encoder, as BERT does."""
-
-    def __init__(self, encoder: MultiHotLM):
-        super().__init__()
-        self.encoder = encoder
-        self.qa = nn.Linear(encoder.hidden_size, 2)
-
-    def forward(self, ids, group_mask, pos, attention_mask, token_type_ids=None) -> tuple[torch.Tensor, torch.Tensor]:
-        start, end = self.qa(self.encoder(ids, group_mask, pos, attention_mask, token_type_ids)).unbind(-1)
-        return start, end

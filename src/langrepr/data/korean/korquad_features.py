@@ -4,7 +4,7 @@ Layout: [CLS] question [SEP] context window [SEP], token types 0 / 1; a long par
 (`stride` positions apart). The answer is re-processed to morpheme units: its character span selects the context
 morphemes it overlaps, and the target is the first / last input position of those morphemes ([CLS] when the
 window does not hold the whole answer). A predicted span maps back to raw text through the morphemes' character
-offsets, so it is scored against the raw answer text.
+offsets, so it is scored against the raw answer text (`collate_windows` carries each position's character span).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import torch
 
 from langrepr.data.korean.encoding import POS_INDEX, MorphemeEncoder
 from langrepr.data.korean.korquad import Question
+from langrepr.data.korean.morphemes import cached_analysis
 from langrepr.data.korean.token_lists import CLS, PAD, SEP
 
 SPECIAL_POS = POS_INDEX["[SPECIAL]"]
@@ -67,7 +68,12 @@ def question_windows(question: Question, question_morphemes: Sequence[tuple], co
         first += stride
 
 
-def collate_windows(windows: Sequence[Window], max_group: int) -> dict[str, torch.Tensor]:
+def collate_windows(windows: Sequence[Window], max_group: int) -> dict:
+    """Windows as a batch: the input tensors and the `start`/`end` targets.
+
+    For decoding a span back to text it also carries `context_mask (B, L)` (positions inside the paragraph) and
+    each window's `qid` and `char_spans`.
+    """
     length = max(len(w.groups) for w in windows)
     width = min(max_group, max(len(g) for w in windows for g in w.groups))
     B = len(windows)
@@ -81,23 +87,23 @@ def collate_windows(windows: Sequence[Window], max_group: int) -> dict[str, torc
         n = len(w.groups)
         pos[b, :n], types[b, :n], attention[b, :n] = torch.tensor(w.pos), torch.tensor(w.types), 1
     return {"ids": ids, "group_mask": ids != PAD, "pos": pos, "token_type_ids": types, "attention_mask": attention,
-            "start": torch.tensor([w.start for w in windows]), "end": torch.tensor([w.end for w in windows])}
+            "start": torch.tensor([w.start for w in windows]), "end": torch.tensor([w.end for w in windows]),
+            "context_mask": torch.tensor([[s is not None for s in w.char_spans] + [False] * (length - len(w.groups))
+                                          for w in windows]),
+            "qid": [w.qid for w in windows], "char_spans": [w.char_spans for w in windows]}
 
 
-def best_span(start_logits: torch.Tensor, end_logits: torch.Tensor, window: Window, max_answer: int
-              ) -> tuple[float, tuple[int, int] | None]:
-    """Highest start+end score over context positions with start ≤ end < start + max_answer."""
-    n = len(window.groups)
-    context = torch.tensor([s is not None for s in window.char_spans])
-    s_log = start_logits[:n].masked_fill(~context, float("-inf"))
-    e_log = end_logits[:n].masked_fill(~context, float("-inf"))
-    scores = s_log[:, None] + e_log[None, :]
-    allowed = torch.triu(torch.ones(n, n, dtype=torch.bool)) & ~torch.triu(torch.ones(n, n, dtype=torch.bool),
-                                                                           diagonal=max_answer)
-    scores = scores.masked_fill(~allowed, float("-inf"))
-    flat = int(scores.argmax())
-    best = float(scores.view(-1)[flat])
-    if best == float("-inf"):
-        return best, None
-    s, e = divmod(flat, n)
-    return best, (window.char_spans[s][0], window.char_spans[e][1])
+
+def answer_divided(encoder: MorphemeEncoder, morphemes: Sequence[tuple[str, str]]) -> bool:
+    """Table 4's split: does the token list divide at least one morpheme of the answer?"""
+    return any(encoder.encode([m[:2] for m in morphemes]).divided)
+
+
+def korquad_windows(questions: Sequence[Question], encoder: MorphemeEncoder, name: str, cache_dir: str,
+                    workers: int, max_len: int, stride: int) -> list[Window]:
+    """Every question's input windows (contexts and questions analysed once, cached under `name`)."""
+    contexts = list(dict.fromkeys(q.context for q in questions))
+    analysed = dict(zip(contexts, cached_analysis(f"{name}_contexts", contexts, cache_dir, workers, offsets=True)))
+    asked = cached_analysis(f"{name}_questions", [q.question for q in questions], cache_dir, workers)
+    return [w for q, qm in zip(questions, asked)
+            for w in question_windows(q, qm, analysed[q.context], encoder, max_len, stride)]
