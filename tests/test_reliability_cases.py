@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import gzip
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -394,6 +395,28 @@ def test_X07_X08_changed_corpus_refuses_the_finished_cell_and_force_rebuilds_the
     assert [json.loads(p.read_text())["metrics"] for p in moved] == [before["metrics"]]
 
 
+
+def test_X10_a_damaged_co_occurrence_partial_is_named_and_the_rest_is_kept(bc_folders, tmp_path, capfd):
+    """A vector build stopped after its partials (manifest not written), one partial cut in half, then rerun."""
+    args = [a.replace("shard_tokens=300", "shard_tokens=100") for a in bc(bc_folders["b_ok"], tmp_path)]
+    args.append("+bitcipher_vectors.group_shards=1")                            # 3 shards, 3 partials
+    assert run_main([*args, "run_id=bc_ref"]) == 0, capfd.readouterr().err[-3000:]
+    reference = vectors_of(tmp_path, "bc_ref")["metrics"]
+    (artefact,) = (tmp_path / "out" / "quick" / "bitcipher_vectors").iterdir()
+    (artefact / "manifest.json").unlink()                                       # the build never finished
+    partials = sorted((artefact / "work" / "partials").iterdir())
+    assert len(partials) > 1
+    partials[1].write_bytes(partials[1].read_bytes()[: len(partials[1].read_bytes()) // 2])
+    capfd.readouterr()
+    assert fails_with(capfd, [*args, "run_id=bc_again"]) == (
+        f"co-occurrence partial {partials[1]} is damaged (BadZipFile): delete it and run the same command again (the "
+        "other partials are kept; only its shards are counted again)")
+    partials[1].unlink()
+    assert run_main([*args, "run_id=bc_again"]) == 0, capfd.readouterr().err[-3000:]
+    again = vectors_of(tmp_path, "bc_again")["metrics"]
+    assert {k: v for k, v in again.items() if "_s" not in k} == {k: v for k, v in reference.items() if "_s" not in k}
+    assert sorted((artefact / "work" / "partials").iterdir()) == partials
+
 # ---------------------------------------------------------------- multi-hot cells: the corpus file (X16-X18, X21)
 
 KOREAN = ["대한민국의 수도는 서울이다.", "오늘은 날씨가 좋아서 공원에 갔다.", "영화가 정말 재미있었다.", "배우들의 연기가 좋았다."]
@@ -499,3 +522,414 @@ def test_X34_permuted_labels_refuse_the_finished_leam_cell(agnews, tmp_path, cap
     assert "changed since it finished" in line and "test.csv" in line and "force=true" in line
     assert list(records(tmp_path / "out").values()) == [before]                       # the finished record kept
 
+
+# ================================================================ new cases: the newer papers' data paths
+# ---------------------------------------------------------------- LEAM: Zhang et al. CSVs (N01-N14)
+
+GOOD_ROWS = '"1","ball team","match goal"\n"2","market bank","stock profit"\n"3","vote law","election war"\n'
+
+
+def zhang_file(tmp_path: Path, content: bytes | str, name: str = "test.csv") -> Path:
+    path = tmp_path / "agnews" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    return path
+
+
+def read_zhang(path: Path):
+    from langrepr.data.classification.sources import read_zhang_csv
+
+    return read_zhang_csv(path, 4)
+
+
+def test_N01_a_byte_order_mark_is_not_part_of_the_first_class_index(tmp_path):
+    path = zhang_file(tmp_path, b"\xef\xbb\xbf" + GOOD_ROWS.encode())
+    assert read_zhang(path) == (["ball team match goal", "market bank stock profit", "vote law election war"], [0, 1, 2])
+
+
+def test_N02_a_csv_cut_inside_a_quoted_field_is_one_line(tmp_path):
+    path = zhang_file(tmp_path, GOOD_ROWS + '"4","chip software","phone da')
+    assert user_error(read_zhang, path) == (
+        f"{path} ends inside a quoted field (after line 4): the file is cut short; restore the whole CSV or point "
+        "dataset.datamodule.data_dir at the original CSVs")
+
+
+def test_N03_an_empty_csv_is_one_line(tmp_path):
+    path = zhang_file(tmp_path, b"")
+    assert user_error(read_zhang, path) == f"{path} is empty: it must hold one labelled row per line"
+
+
+def test_N04_blank_lines_are_skipped_and_a_file_of_blank_lines_is_empty(tmp_path):
+    path = zhang_file(tmp_path, GOOD_ROWS + "\n\n" + GOOD_ROWS + "\n")
+    assert read_zhang(path)[1] == [0, 1, 2, 0, 1, 2]
+    path = zhang_file(tmp_path, "\n\n\n")
+    assert user_error(read_zhang, path) == f"{path} is empty: it must hold one labelled row per line"
+
+
+def test_N05_rows_with_only_the_class_column_filled_are_one_line(tmp_path):
+    path = zhang_file(tmp_path, '"1","",""\n"2","",""\n"3"," ",""\n')
+    assert user_error(read_zhang, path) == (
+        f"{path}: every one of its 3 rows has empty text fields (only the class column is filled): the text columns "
+        "were lost; restore the original CSV")
+
+
+def test_N06_a_tab_separated_file_is_called_tab_separated(tmp_path):
+    path = zhang_file(tmp_path, GOOD_ROWS.replace('","', '"\t"'))
+    assert user_error(read_zhang, path) == (
+        f"{path}:1 is not a Zhang et al. row (class index >= 1, then text fields): "
+        "['1\\t\"ball team\"\\t\"match goal\"'] (tab-separated? the Zhang et al. files are comma-separated, quoted CSV)")
+
+
+def test_N07_a_gzip_file_under_the_csv_name_says_decompress_it(tmp_path):
+    path = zhang_file(tmp_path, gzip.compress(GOOD_ROWS.encode()))
+    assert user_error(read_zhang, path) == (
+        f"{path} is gzip-compressed, not text: decompress it with `gunzip -c {path} > {path}.txt && mv {path}.txt "
+        f"{path}`, or point dataset.datamodule.data_dir at the original CSVs")
+
+
+def test_N08_a_latin1_csv_names_the_encoding_and_the_command(tmp_path):
+    path = zhang_file(tmp_path, GOOD_ROWS.replace("match", "café Zürich").encode("latin-1"))
+    assert user_error(read_zhang, path) == (
+        f"{path} is not UTF-8 text (byte 20; it looks like CP1252): re-encode it with `iconv -f CP1252 -t UTF-8 "
+        f"{path} > {path}.utf8 && mv {path}.utf8 {path}`, or point dataset.datamodule.data_dir at the original CSVs")
+
+
+def test_N09_class_index_zero_is_one_line(tmp_path):
+    path = zhang_file(tmp_path, GOOD_ROWS + '"0","zero","row"\n')
+    assert user_error(read_zhang, path) == (
+        f"{path}:4 is not a Zhang et al. row (class index >= 1, then text fields): ['0', 'zero']")
+
+
+def test_N10_a_leam_cell_whose_data_has_one_class_stops_with_one_line(agnews, tmp_path, capfd):
+    test_csv = agnews / "agnews" / "test.csv"
+    rewrite_rows(test_csv, keep=lambda r: r[0] == "2")
+    assert fails_with(capfd, le(agnews, tmp_path)) == (
+        f"ag_news ({test_csv}): class 1 (World), 3 (Business), 4 (Science) has no training rows (16 rows, classes 1-4): "
+        "the data is cut or filtered; restore the missing rows or point dataset.datamodule.data_dir at the full data")
+    assert [r["status"] for r in records(tmp_path / "out").values()] == ["failed"]
+
+
+def test_N11_repeated_rows_never_straddle_the_train_test_cut(tmp_path):
+    from langrepr.data.classification.sources import read_local
+
+    once = zhang_file(tmp_path / "once", "".join(f'"{1 + i % 4}","title {i}","text {i}"\n' for i in range(40)))
+    twice = zhang_file(tmp_path / "twice", once.read_text() * 2)
+    single, _ = read_local(once.parent, 0.25, 0, 4)
+    doubled, info = read_local(twice.parent, 0.25, 0, 4)
+    assert info["duplicate_rows_dropped"] == 40 and doubled == single       # the same split as the file once
+    assert not set(doubled["train"][0]) & set(doubled["test"][0])
+
+
+def test_N12_crlf_line_ends_read_as_the_same_rows(tmp_path):
+    assert read_zhang(zhang_file(tmp_path, GOOD_ROWS.replace("\n", "\r\n"))) == read_zhang(
+        zhang_file(tmp_path / "lf", GOOD_ROWS))
+
+
+def test_N13_an_official_folder_without_its_test_csv_names_the_file(tmp_path):
+    from langrepr.data.classification.sources import read_local
+
+    zhang_file(tmp_path, GOOD_ROWS, name="train.csv")
+    assert user_error(read_local, tmp_path / "agnews", None, 0, 4) == (
+        f"{tmp_path / 'agnews' / 'test.csv'} does not exist: point dataset.datamodule.data_dir at a folder with the "
+        "Zhang et al. CSVs")
+
+
+def test_N14_a_leam_cell_on_an_empty_test_csv_stops_with_one_line(agnews, tmp_path, capfd):
+    test_csv = agnews / "agnews" / "test.csv"
+    test_csv.write_bytes(b"")
+    assert fails_with(capfd, le(agnews, tmp_path)) == f"{test_csv} is empty: it must hold one labelled row per line"
+    assert [r["status"] for r in records(tmp_path / "out").values()] == ["failed"]
+
+
+# ---------------------------------------------------------------- NSMC: the raw crawl (N15-N21)
+
+CRAWL_HEADER = "review_id\tmovie_id\trating\tdate\treview\n"
+
+
+def crawl(tmp_path: Path, body: str, header: str = CRAWL_HEADER) -> Path:
+    path = tmp_path / "nsmc" / "nsmc_raw_reviews.tsv.gz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress((header + body).encode()))
+    return path
+
+
+def reviews(n: int, rating=lambda i: 1 + 9 * (i % 2), text=lambda i: f"영화 {i}") -> str:
+    return "".join(f"{i}\t{i % 7}\t{rating(i)}\t14.08.01\t{text(i)}\n" for i in range(n))
+
+
+def nsmc_split(tmp_path: Path, per_class: int = 5):
+    from langrepr.data.korean.nsmc import nsmc_style_split
+
+    return nsmc_style_split(tmp_path, per_class)
+
+
+@pytest.mark.xfail(strict=True, reason="data/korean/nsmc.py (not ours): build_split should name the missing class "
+                                       "instead of advising a lower per_class, which cannot help")
+def test_N15_a_crawl_with_one_class_names_the_missing_class(tmp_path):
+    path = crawl(tmp_path, reviews(20, rating=lambda i: 10))
+    assert user_error(nsmc_split, tmp_path) == (
+        f"{path} has no eligible negative review (rating 1-4, under 140 characters): the crawl is cut or filtered; "
+        "restore the original crawl")
+
+
+def test_N16_a_crawl_with_only_its_header_is_one_line(tmp_path):
+    crawl(tmp_path, "")
+    assert user_error(nsmc_split, tmp_path) == (
+        "NSMC-style split wants 5 reviews per class but the crawl has only {0: 0, 1: 0} eligible: lower per_class")
+
+
+def test_N17_a_truncated_crawl_is_a_damaged_gzip_file(tmp_path):
+    path = crawl(tmp_path, reviews(400))
+    path.write_bytes(path.read_bytes()[:-40])
+    assert user_error(nsmc_split, tmp_path) == (
+        f"{path} is a damaged gzip file (EOFError): restore the original crawl")
+
+
+def test_N18_repeated_reviews_are_counted_once(tmp_path):
+    from langrepr.data.korean.nsmc import read_crawl
+
+    path = crawl(tmp_path, reviews(60, text=lambda i: f"영화 {i % 6}"))
+    assert {label: sorted(r.text for r in rows) for label, rows in read_crawl(path).items()} == {
+        0: ["영화 0", "영화 2", "영화 4"], 1: ["영화 1", "영화 3", "영화 5"]}
+
+
+@pytest.mark.xfail(strict=True, reason="data/korean/nsmc.py (not ours): an empty crawl reports '(found None)'")
+def test_N19_an_empty_crawl_file_says_empty(tmp_path):
+    path = crawl(tmp_path, "", header="")
+    assert user_error(nsmc_split, tmp_path) == f"{path} is empty: restore the original crawl"
+
+
+def test_N20_a_row_cut_short_names_its_line(tmp_path):
+    path = crawl(tmp_path, reviews(20) + "77\t3\n")
+    assert user_error(nsmc_split, tmp_path) == (
+        f"{path} line 22: rating None is not an integer 1-10; fix or drop that row")
+
+
+def test_N21_a_leam_nsmc_cell_on_a_truncated_crawl_stops_with_one_line(tmp_path, capfd):
+    path = crawl(tmp_path / "data", reviews(400))
+    path.write_bytes(path.read_bytes()[:-40])
+    assert fails_with(capfd, ["experiment=leam_nsmc", "profile=quick", "model=leam", "++hydra.sweeper.params.seed=1",
+                              "debug=leam_smoke", f"paths.data_dir={tmp_path / 'data'}", *out(tmp_path)]) == (
+        f"{path} is a damaged gzip file (EOFError): restore the original crawl")
+    assert [r["status"] for r in records(tmp_path / "out").values()] == ["failed"]
+
+
+# ---------------------------------------------------------------- Korean corpora, KLUE NER, KorQuAD (N22-N33)
+
+def test_N22_a_korean_corpus_cut_inside_a_character_says_cut_short(tmp_path, capfd):
+    path = korean_text(tmp_path / "k_text" / "cut.txt", KOREAN, 20)
+    size = len(path.read_bytes()) - 3
+    path.write_bytes(path.read_bytes()[:-3])              # the last '.' and newline gone, and one byte of '다'
+    assert fails_with(capfd, ko(path, tmp_path)) == (
+        f"{path} ends in the middle of a UTF-8 character (byte {size - 2} of {size}): the file is cut short (a partial "
+        "copy or download); restore the whole file, or point dataset.corpus.path at a UTF-8 export of the corpus")
+
+
+@pytest.mark.xfail(strict=True, reason="data/korean/corpus.py (not ours): text_file_sentences keeps a UTF-8 "
+                                       "byte-order mark as the first character of the first sentence")
+def test_N23_a_byte_order_mark_is_not_part_of_the_first_sentence(tmp_path):
+    from langrepr.data.korean.corpus import text_file_sentences
+
+    path = tmp_path / "bom.txt"
+    path.write_bytes(b"\xef\xbb\xbf" + "대한민국의 수도는 서울이다.\n".encode())
+    assert text_file_sentences(path, 10) == ["대한민국의 수도는 서울이다."]
+
+
+def test_N24_a_gzip_corpus_under_a_txt_name_says_decompress_it(tmp_path, capfd):
+    path = tmp_path / "k_text" / "news.txt"
+    path.parent.mkdir()
+    path.write_bytes(gzip.compress(("\n".join(KOREAN) + "\n").encode()))
+    assert fails_with(capfd, ko(path, tmp_path)) == (
+        f"{path} is gzip-compressed, not text: decompress it with `gunzip -c {path} > {path}.txt && mv {path}.txt "
+        f"{path}`, or point dataset.corpus.path at a UTF-8 export of the corpus")
+
+
+def test_N25_an_empty_korean_corpus_is_one_line_before_any_analysis(tmp_path, capfd):
+    path = korean_text(tmp_path / "k_text" / "empty.txt", [""], 5)
+    assert fails_with(capfd, ko(path, tmp_path)) == (
+        "corpus 'text' is empty: point it at a file with at least one non-empty line")
+    assert not (tmp_path / "cache" / "korean_morphemes").exists()
+
+
+def test_N26_korquad_without_questions_is_one_line(tmp_path):
+    from langrepr.data.korean.korquad import read_squad_json
+
+    path = tmp_path / "KorQuAD_v1.0_dev.json"
+    path.write_text(json.dumps({"version": "KorQuAD_v1.0_dev", "data": []}))
+    assert user_error(read_squad_json, path) == (
+        f"{path} holds no questions: pass the original KorQuAD_v1.0_*.json file")
+
+
+def test_N27_korquad_cut_inside_a_character_says_cut_short(tmp_path):
+    from langrepr.data.korean.korquad import read_squad_json
+
+    path = tmp_path / "KorQuAD_v1.0_dev.json"
+    data = json.dumps({"data": [{"title": "서울", "paragraphs": []}]}, ensure_ascii=False).encode()
+    path.write_bytes(data[:data.index("울".encode()) + 1])
+    assert user_error(read_squad_json, path).startswith(f"{path} ends in the middle of a UTF-8 character (byte ")
+
+
+def test_N28_korquad_question_without_answers_is_one_line(tmp_path):
+    from langrepr.data.korean.korquad import read_squad_json
+
+    path = tmp_path / "KorQuAD_v1.0_dev.json"
+    path.write_text(json.dumps({"data": [{"title": "t", "paragraphs": [{"context": "가나다", "qas": [
+        {"id": "q1", "question": "무엇?", "answers": []}]}]}]}, ensure_ascii=False))
+    assert user_error(read_squad_json, path) == (
+        f"{path} is not KorQuAD v1.0 (SQuAD v1.1) JSON (IndexError: list index out of range): pass the original "
+        "KorQuAD_v1.0_*.json file")
+
+
+@pytest.mark.xfail(strict=True, reason="data/korean/korquad.py (not ours): an answer_start outside its context is "
+                                       "accepted and trains on a wrong span")
+def test_N29_korquad_answer_outside_its_context_names_the_question(tmp_path):
+    from langrepr.data.korean.korquad import read_squad_json
+
+    path = tmp_path / "KorQuAD_v1.0_dev.json"
+    path.write_text(json.dumps({"data": [{"title": "t", "paragraphs": [{"context": "가나다", "qas": [
+        {"id": "q1", "question": "무엇?", "answers": [{"text": "라마", "answer_start": 50}]}]}]}]}, ensure_ascii=False))
+    assert user_error(read_squad_json, path) == (
+        f"{path}: question q1's answer '라마' is not in its context at answer_start 50: pass the original "
+        "KorQuAD_v1.0_*.json file")
+
+
+def test_N30_an_empty_klue_ner_file_is_one_line(tmp_path):
+    from langrepr.data.korean.ner import read_klue_ner
+
+    path = tmp_path / "klue-ner-v1.1_dev.tsv"
+    path.write_text("")
+    assert user_error(read_klue_ner, path) == (
+        f"{path} holds no tagged sentence: point the dataset at a KLUE-NER TSV file")
+
+
+def test_N31_a_klue_ner_line_with_a_third_column_names_its_line(tmp_path):
+    from langrepr.data.korean.ner import read_klue_ner
+
+    path = tmp_path / "klue-ner-v1.1_dev.tsv"
+    path.write_text("## 1\t<서울:LC>\n서\tB-LC\n울\tI-LC\tx\n\n")
+    assert user_error(read_klue_ner, path) == (
+        f"{path} line 3: expected one character, a tab and its tag, got '울\\tI-LC\\tx'")
+
+
+@pytest.mark.xfail(strict=True, reason="data/korean/ner.py (not ours): a KLUE-NER file without one entity is read "
+                                       "as is; the NER cell then scores an F1 over no gold entity")
+def test_N32_klue_ner_with_only_the_o_tag_is_one_line(tmp_path):
+    from langrepr.data.korean.ner import read_klue_ner
+
+    path = tmp_path / "klue-ner-v1.1_dev.tsv"
+    path.write_text("".join(f"## {i}\t가나\n가\tO\n나\tO\n\n" for i in range(5)))
+    assert user_error(read_klue_ner, path) == (
+        f"{path}: none of its 5 sentences has an entity (every tag is O): the tag column is missing or the file is "
+        "cut; restore the original KLUE-NER release")
+
+
+def test_N33_klue_ner_cut_inside_a_tag_names_its_line(tmp_path):
+    from langrepr.data.korean.ner import read_klue_ner
+
+    path = tmp_path / "klue-ner-v1.1_dev.tsv"
+    path.write_text(("## 1\t<서울:LC>\n서\tB-LC\n울\tI-LC\n\n" * 3)[:-4])
+    assert user_error(read_klue_ner, path) == (
+        f"{path} line 11: tag 'I-' is not in the tag set (O, B-/I- of PS, LC, OG, DT, TI, QT); fix the line or extend "
+        "the dataset's types")
+
+
+# ---------------------------------------------------------------- Bit Cipher: corpus sources and probe files (N34-N43)
+
+def test_N34_an_empty_corpus_source_among_others_is_one_line(tmp_path):
+    from langrepr.data.english.corpus import iter_documents
+
+    (tmp_path / "a.txt").write_text("the cat sat\n")
+    (tmp_path / "empty.txt").write_text("\n  \n")
+    assert user_error(lambda: list(iter_documents([{"path": "a.txt"}, {"path": "empty.txt"}], tmp_path))) == (
+        f"corpus source {tmp_path / 'empty.txt'} holds no text (empty, or every line blank): restore it or drop it from "
+        "bitcipher.corpus.sources")
+
+
+def test_N35_a_bit_cipher_cell_with_an_empty_corpus_file_stops_before_any_vectors(bc_folders, tmp_path, capfd):
+    data = tmp_path / "b_empty"
+    shutil.copytree(bc_folders["b_ok"], data)
+    (data / "ptb" / "ptb.train.txt").write_text("")
+    assert fails_with(capfd, bc(data, tmp_path)) == (
+        f"corpus source {data / 'ptb' / 'ptb.train.txt'} holds no text (empty, or every line blank): restore it or "
+        "drop it from bitcipher.corpus.sources")
+    assert not list((tmp_path / "out").rglob("vectors.npy"))                 # no vectors from the other files
+
+
+def test_N36_a_corpus_file_cut_inside_a_character_says_cut_short(tmp_path):
+    from langrepr.data.english.corpus import iter_documents
+
+    data = "a café in zürich\n".encode() * 5 + "one more café".encode()[:-1]   # é's second byte cut off
+    (tmp_path / "c.txt").write_bytes(data)
+    line = user_error(lambda: list(iter_documents([{"path": "c.txt"}], tmp_path)))
+    assert line == (f"{tmp_path / 'c.txt'} ends in the middle of a UTF-8 character (byte {len(data) - 1} of "
+                    f"{len(data)}): the file is cut short (a partial copy or download); restore the whole file, or drop "
+                    "it from bitcipher.corpus.sources")
+
+
+def test_N37_an_empty_gum_test_file_is_one_line(tmp_path):
+    from langrepr.data.english.gum import gum_splits
+
+    data = write_english_probe_data(tmp_path)
+    test = data / "ud_english_gum" / "r2.5" / "en_gum-ud-test.conllu"
+    test.write_text("# newdoc\n\n")
+    assert user_error(gum_splits, data) == f"{test} holds no sentences: check the file (empty split)"
+
+
+def test_N38_a_gum_file_cut_inside_a_line_names_it(tmp_path):
+    from langrepr.data.english.gum import read_conllu
+
+    data = write_english_probe_data(tmp_path)
+    dev = data / "ud_english_gum" / "r2.5" / "en_gum-ud-dev.conllu"
+    dev.write_text(dev.read_text()[:-30])
+    lines = dev.read_text().splitlines()
+    assert user_error(read_conllu, dev) == (
+        f"{dev}:{len(lines)}: malformed CoNLL-U line (expected 10 tab-separated columns, got "
+        f"{len(lines[-1].split(chr(9)))})")
+
+
+def test_N39_a_gum_file_with_spaces_for_tabs_names_its_first_line(tmp_path):
+    from langrepr.data.english.gum import read_conllu
+
+    path = tmp_path / "en_gum-ud-train.conllu"
+    path.write_text("1 the the DET _ _ 2 det _ _\n2 cat cat NOUN _ _ 0 root _ _\n\n")
+    assert user_error(read_conllu, path) == (
+        f"{path}:1: malformed CoNLL-U line (expected 10 tab-separated columns, got 1)")
+
+
+def test_N40_gum_with_one_tag_is_one_line(tmp_path):
+    from langrepr.data.english.gum import read_conllu
+
+    path = tmp_path / "en_gum-ud-train.conllu"
+    path.write_text("".join(f"1\tw{i}\tw\tNOUN\t_\t_\t0\troot\t_\t_\n\n" for i in range(4)))
+    assert user_error(read_conllu, path) == (
+        f"{path}: every token of its 4 sentences has the tag 'NOUN': the UPOS column is missing or the file is cut; "
+        "point LANGREPR_DATA_DIR at the original release")
+
+
+def test_N41_a_conll_line_with_one_column_names_it(tmp_path):
+    from langrepr.data.english.conll import read_conll
+
+    path = tmp_path / "eng.testb"
+    path.write_text("Paris NNP I-NP I-LOC\nsaw VBD I-VP O\n\nJohn\n")
+    assert user_error(read_conll, path) == (
+        f"{path}:4: malformed line 'John': expected 'word ... TAG' columns")
+
+
+def test_N42_repeated_probe_sentences_are_read_as_they_are(tmp_path):
+    from langrepr.data.english.conll import read_conll
+
+    path = tmp_path / "eng.train"
+    path.write_text("Paris NNP I-NP I-LOC\nsaw VBD I-VP O\n\n" * 3)
+    assert read_conll(path) == [(["Paris", "saw"], ["I-LOC", "O"])] * 3
+
+
+def test_N43_a_bit_cipher_cell_whose_ner_test_file_is_in_another_encoding_stops_with_one_line(bc_folders, tmp_path,
+                                                                                           capfd):
+    data = tmp_path / "b_enc"
+    shutil.copytree(bc_folders["b_ok"], data)
+    testb = data / "conll2003" / "eng.testb"
+    testb.write_bytes(testb.read_text().replace("Paris", "Zürich").encode("utf-16"))
+    line = fails_with(capfd, [*BC, "bitcipher_vectors=majority", f"paths.data_dir={data}", *out(tmp_path)])
+    assert line.startswith(f"{testb} is not UTF-8 text (byte 0; it looks like UTF-16): re-encode it with `iconv -f "
+                           "UTF-16 -t UTF-8 ") and line.endswith("or point LANGREPR_DATA_DIR at the original release")
+    assert [r["status"] for r in records(tmp_path / "out").values()] == ["failed"]

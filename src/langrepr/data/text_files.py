@@ -65,16 +65,53 @@ def guess_encoding(path: str | Path) -> str:
     return next((name.upper() for name in FALLBACKS if _decodes(data, name)), "binary data")
 
 
+def first_bad_byte(path: str | Path) -> tuple[int, bool, int] | None:
+    """(offset of the first byte that is not UTF-8, whether the file just ends inside a character, size).
+
+    The offset of a decode error raised while reading a file in text mode is relative to the chunk the reader
+    decoded, not to the file (a UTF-8 file cut inside its last character said "byte 0"); this reads the file
+    (decompressed, for .gz) again and counts. None when the file decodes (or cannot be read).
+    """
+    path = Path(path)
+    decoder, consumed = codecs.getincrementaldecoder("utf-8")(), 0
+    try:
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                pending = len(decoder.getstate()[0])
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as err:
+                    return consumed - pending + err.start, False, -1
+                consumed += len(chunk)
+            pending = len(decoder.getstate()[0])
+            try:
+                decoder.decode(b"", final=True)
+            except UnicodeDecodeError as err:
+                return consumed - pending + err.start, True, consumed
+    except (OSError, EOFError):
+        return None
+    return None
+
+
 def not_utf8(path: str | Path, err: UnicodeDecodeError, fix: str = "point the config at the original file"
              ) -> UserError:
     """The one line for a file that is not UTF-8: the file, its likely encoding and the command that fixes it."""
     path = Path(path)
+    found = first_bad_byte(path)
+    offset = found[0] if found else err.start
+    if found and found[1]:   # UTF-8 up to a character its last bytes begin: cut short, not another encoding
+        return UserError(f"{path} ends in the middle of a UTF-8 character (byte {offset} of {found[2]}): the file "
+                         f"is cut short (a partial copy or download); restore the whole file, or {fix}")
+    if path.suffix != ".gz" and _sample(path, 2) == b"\x1f\x8b":   # a .gz saved under the plain name
+        q, q_new = shlex.quote(str(path)), shlex.quote(f"{path}.txt")
+        return UserError(f"{path} is gzip-compressed, not text: decompress it with `gunzip -c {q} > {q_new} && mv "
+                         f"{q_new} {q}`, or {fix}")
     encoding = guess_encoding(path)
     if encoding == "binary data":
-        return UserError(f"{path} is not UTF-8 text (byte {err.start} cannot be decoded; it looks like binary "
+        return UserError(f"{path} is not UTF-8 text (byte {offset} cannot be decoded; it looks like binary "
                          f"data): put a UTF-8 text file there, or {fix}")
     q, q_new = shlex.quote(str(path)), shlex.quote(f"{path}.utf8")
     convert = (f"zcat {q} | iconv -f {encoding} -t UTF-8 | gzip" if path.suffix == ".gz"
                else f"iconv -f {encoding} -t UTF-8 {q}")
-    return UserError(f"{path} is not UTF-8 text (byte {err.start}; it looks like {encoding}): re-encode it with "
+    return UserError(f"{path} is not UTF-8 text (byte {offset}; it looks like {encoding}): re-encode it with "
                      f"`{convert} > {q_new} && mv {q_new} {q}`, or {fix}")

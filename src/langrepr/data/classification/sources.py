@@ -18,7 +18,9 @@ lists of label indices (multi-label), so the datamodule never sees a file format
 from __future__ import annotations
 
 import csv
+import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +39,7 @@ HF_IDS = {
 LABEL_COLUMNS = {"yahoo": "topic"}
 
 Splits = dict[str, tuple[list[str], list]]
+log = logging.getLogger(__name__)
 
 
 def read_zhang_csv(path: str | Path, num_classes: int | None = None) -> tuple[list[str], list[int]]:
@@ -49,12 +52,34 @@ def read_zhang_csv(path: str | Path, num_classes: int | None = None) -> tuple[li
     if not path.is_file():
         raise UserError(f"{path} does not exist: point dataset.datamodule.data_dir at a folder with the Zhang et al. CSVs")
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    try:
+        texts, labels = _zhang_rows(path, num_classes, strict=True)
+    except csv.Error as err:
+        if "unexpected end of data" in str(err):   # the file ends inside a quoted field: cut short (a partial copy)
+            raise UserError(f"{path} ends inside a quoted field (after line {err.line}): the file is cut short; "
+                            "restore the whole CSV or point dataset.datamodule.data_dir at the original CSVs") from None
+        texts, labels = _zhang_rows(path, num_classes, strict=False)   # other quoting slips: read as csv always has
+    if not texts:
+        raise UserError(f"{path} is empty: it must hold one labelled row per line")
+    if not any(t.strip() for t in texts):
+        raise UserError(f"{path}: every one of its {len(texts)} rows has empty text fields (only the class column "
+                        "is filled): the text columns were lost; restore the original CSV")
+    return texts, labels
+
+
+def _zhang_rows(path: Path, num_classes: int | None, strict: bool) -> tuple[list[str], list[int]]:
+    """The rows of one Zhang CSV; a csv.Error carries the line it stopped at (`err.line`)."""
     texts, labels, width = [], [], None
     try:
-        with path.open(newline="", encoding="utf-8") as f:
-            for n, row in enumerate(csv.reader(f), 1):
+        # utf-8-sig: a byte-order mark (a CSV saved by Excel) is not part of the first class index
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            for n, row in enumerate(_rows_naming_their_line(csv.reader(f, strict=strict)), 1):
+                if not row:
+                    continue                              # a blank line (e.g. at the end of an edited file)
                 if len(row) < 2 or not row[0].strip().isdigit() or int(row[0]) < 1:
-                    header = " (a header line? the Zhang et al. files have none: delete it)" if n == 1 else ""
+                    header = (" (tab-separated? the Zhang et al. files are comma-separated, quoted CSV)"
+                              if "\t" in row[0] else
+                              " (a header line? the Zhang et al. files have none: delete it)" if n == 1 else "")
                     raise UserError(f"{path}:{n} is not a Zhang et al. row (class index >= 1, then text fields): "
                                     f"{row[:2]!r}{header}")
                 width = width or len(row)
@@ -68,9 +93,16 @@ def read_zhang_csv(path: str | Path, num_classes: int | None = None) -> tuple[li
                 texts.append(" ".join(field.replace("\\n", " ").strip() for field in row[1:]))
     except UnicodeDecodeError as err:
         raise not_utf8(path, err, "point dataset.datamodule.data_dir at the original CSVs") from None
-    if not texts:
-        raise UserError(f"{path} is empty: it must hold one labelled row per line")
     return texts, labels
+
+
+def _rows_naming_their_line(reader) -> Iterator[list[str]]:
+    """The reader's rows, streamed; a csv.Error carries the line the reader stopped at (`err.line`)."""
+    try:
+        yield from reader
+    except csv.Error as err:
+        err.line = reader.line_num
+        raise
 
 
 def stratified_split(labels: list, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -103,11 +135,23 @@ def read_local(data_dir: str | Path, split_test_fraction: float | None, split_se
                   "test": read_zhang_csv(data_dir / "test.csv", num_classes)}
         return splits, {"source": str(data_dir), "split": "official train/test"}
     texts, labels = read_zhang_csv(data_dir / "test.csv", num_classes)
+    # a row repeated in the file would land on both sides of the cut and score a memorised test row: each
+    # (class, text) is kept once (the shared AG News test file has no repeats, so its split is unchanged)
+    first = {}
+    for i, key in enumerate(zip(labels, texts)):
+        first.setdefault(key, i)
+    dropped = len(texts) - len(first)
+    if dropped:
+        keep = sorted(first.values())
+        texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]
+        log.warning("%s: %d repeated row(s) dropped before cutting it into train and test", data_dir / "test.csv",
+                    dropped)
     train_idx, test_idx = stratified_split(labels, split_test_fraction, split_seed)
     pick = lambda idx: ([texts[i] for i in idx], [labels[i] for i in idx])  # noqa: E731
     info = {"source": str(data_dir / "test.csv"),
             "split": f"the official TEST split cut in two here: {len(train_idx)} train / {len(test_idx)} test "
-                     f"(stratified, split_seed={split_seed}); not the official train split"}
+                     f"(stratified, split_seed={split_seed}); not the official train split",
+            "duplicate_rows_dropped": dropped}
     return {"train": pick(train_idx), "test": pick(test_idx)}, info
 
 

@@ -57,20 +57,27 @@ def _open_text(path: Path) -> io.TextIOBase:
 
 def _local_documents(path: Path, source: dict) -> Iterator[str]:
     fmt = source.get("format", "lines")
+    given = 0
     try:
         if fmt == "lines":
             with _open_text(path) as fh:
                 for line in fh:
                     if line.strip():
+                        given += 1
                         yield line.strip()
         elif fmt == "csv":
-            yield from _csv_documents(path, list(source.get("text_columns", [0])))
+            for doc in _csv_documents(path, list(source.get("text_columns", [0]))):
+                given += 1
+                yield doc
     except UnicodeDecodeError as err:
         raise not_utf8(path, err, "drop it from bitcipher.corpus.sources") from None
     except (EOFError, gzip.BadGzipFile) as err:
         raise UserError(f"{path} is a damaged gzip file ({type(err).__name__}): re-download it or drop it from "
                         "bitcipher.corpus.sources") from None
     if fmt in ("lines", "csv"):
+        if not given:   # read to its end and nothing in it: the other sources would hide a lost file
+            raise UserError(f"corpus source {path} holds no text (empty, or every line blank): restore it or drop it "
+                            "from bitcipher.corpus.sources")
         return
     if fmt in ("conll", "conllu"):
         from langrepr.data.english.conll import read_conll

@@ -37,6 +37,7 @@ import logging
 import multiprocessing as mp
 import os
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -345,10 +346,17 @@ def cooccurrence_matrix(corpus_dir: str | Path, table: np.ndarray | FactoredTabl
             _group_partial(job)
     total = np.zeros((table.shape[0], options["width"]))
     for g in range(len(groups)):
-        if isinstance(table, FactoredTable):
-            FactoredRows.add_to(total, partial_path(partial_dir, g, table), table)
-        else:
-            total += np.load(partial_path(partial_dir, g, table))
+        path = partial_path(partial_dir, g, table)
+        try:
+            if isinstance(table, FactoredTable):
+                FactoredRows.add_to(total, path, table)
+            else:
+                total += np.load(path)
+        except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as err:
+            # written atomically, so a damaged partial is the disk's doing (issue 21 X10): name it, keep the others
+            raise UserError(f"co-occurrence partial {path} is damaged ({type(err).__name__}): delete it and run the "
+                            "same command again (the other partials are kept; only its shards are counted again)"
+                            ) from None
     return total
 
 
