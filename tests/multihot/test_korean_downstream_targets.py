@@ -143,3 +143,31 @@ def test_a_cell_whose_pretraining_has_not_run_names_the_make_target(compose_cfg,
     cfg = finetune_cfg(compose_cfg, pretrained, data_dir, "downstream=ner", "mlm.steps=3")   # another recipe
     with pytest.raises(UserError, match="no finished pretraining cell"):
         train(cfg, tmp_path / "cell2")
+
+
+def test_a_fine_tuning_cell_on_two_ddp_processes_scores_the_whole_test_part(compose_cfg, tmp_path, data_dir,
+                                                                              pretrained):
+    """trainer=ddp reaches the paper: each process predicts its share of the test part, the task gathers them."""
+    one = train(finetune_cfg(compose_cfg, pretrained, data_dir, "downstream=ner"), tmp_path / "one")
+    two = train(finetune_cfg(compose_cfg, pretrained, data_dir, "downstream=ner", "trainer=ddp",
+                             "trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp_fork"),
+                tmp_path / "two")
+    assert two["status"] == "finished" and two["scale_out"]["world_size"] == 2
+    for key in ("reference/majority/macro_f1", "reference/all_o/micro_f1", "test/support_PER"):   # the whole part
+        assert two["metrics"][key] == one["metrics"][key], key
+    predictions = json.loads((tmp_path / "two" / "predictions.json").read_text())
+    assert len(predictions) == one["data"]["test_examples"]
+
+
+def test_a_pretraining_cell_on_two_ddp_processes_scores_every_held_out_position_once(compose_cfg, tmp_path,
+                                                                                        data_dir, pretrained):
+    """The held-out chunks and their masks do not depend on the devices; each chunk counts once (DDP repeats one
+    to even the shares when their number is odd)."""
+    single = json.loads((pretrained / "quick" / "multihot_pretrain" / "cell" / "metrics.json").read_text())
+    cfg = compose_cfg("experiment=multihot_pretrain", "profile=quick", *CORPUS, f"paths.data_dir={data_dir}",
+                      "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp_fork")
+    record = train(cfg, tmp_path / "cell")
+    assert record["status"] == "finished" and record["scale_out"]["per_device_batch"] == 2
+    for key in ("val/masked", "val/masked_groups", "val/unigram_ce"):   # the reference does not depend on the model
+        assert record["metrics"][key] == pytest.approx(single["metrics"][key]), key
+    assert math.isfinite(record["metrics"]["val/mlm_ce"])

@@ -73,6 +73,9 @@ class MultiHotLM(nn.Module):
                             max_position_embeddings=max_positions, hidden_dropout_prob=dropout,
                             attention_probs_dropout_prob=dropout, type_vocab_size=2)
         self.bert = BertModel(config, add_pooling_layer=False)
+        # inputs arrive as `inputs_embeds`: BERT's own word table (1 x H) is never used, so it is not trained
+        # (DDP refuses parameters that get no gradient)
+        self.bert.embeddings.word_embeddings.requires_grad_(False)
         self.mlm_head = nn.Linear(hidden_size, vocab_size)
         self.hidden_size = hidden_size
 

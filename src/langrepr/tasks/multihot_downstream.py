@@ -61,6 +61,9 @@ class FinetuneTask(pl.LightningModule):
         super().__init__()
         if encoder_checkpoint:
             load_encoder(net, encoder_checkpoint)
+        mlm_head = getattr(net, "mlm_head", None)
+        if mlm_head is not None:      # the MLM output layer takes no part in fine-tuning: not trained (as BERT drops it;
+            mlm_head.requires_grad_(False)   # DDP refuses parameters that get no gradient)
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.pretraining_metrics = {k: float(v) for k, v in (pretraining_metrics or {}).items()}
         self.test_split_names: list[str] = ["test"]

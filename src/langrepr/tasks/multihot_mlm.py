@@ -53,7 +53,7 @@ class MultiHotMLMTask(pl.LightningModule):
         unigram = unigram_log_probs if unigram_log_probs is not None else torch.zeros(net.vocab_size)
         self.register_buffer("unigram", unigram.float(), persistent=False)   # rebuilt from the data every run
         self.test_split_names: list[str] = ["held_out"]
-        self._sums: dict[str, torch.Tensor] = {}
+        self._chunks: dict[int, list[float]] = {}   # held-out chunk index -> its sums (SUMS)
 
     def encode(self, batch: dict) -> torch.Tensor:
         return self.net(batch["ids"], batch["group_mask"], batch["pos"], batch["attention_mask"],
@@ -79,19 +79,20 @@ class MultiHotMLMTask(pl.LightningModule):
         ce = target_cross_entropy(answer_log_probs(logits.float(), batch["target_ids"]), batch["target_mask"])
         ref = target_cross_entropy(self.unigram[batch["target_ids"]], batch["target_mask"])
         group = batch["target_mask"].sum(1) > 1
-        for kind, select in zip(KINDS, (torch.ones_like(group), group, ~group)):
-            for name, value in ((f"ce{kind}", ce[select].sum()), (f"ref{kind}", ref[select].sum()),
-                                (f"n{kind}", select.sum())):
-                self._sums[name] = self._sums.get(name, 0) + value.detach().double()
+        sums = []
+        for select in (torch.ones_like(group), group, ~group):
+            sums += [ce[select].double().sum(), ref[select].double().sum(), select.sum().double()]
+        self._chunks[int(batch.get("chunk", len(self._chunks)))] = torch.stack(sums).tolist()
 
     def _log_held_out(self) -> None:
-        sums, self._sums = self._sums, {}
+        chunks, self._chunks = self._chunks, {}
+        if self.trainer.world_size > 1 and torch.distributed.is_initialized():
+            # DDP: every rank scored its share of the chunks (the sampler repeats some to even the shares)
+            parts: list = [None] * torch.distributed.get_world_size()
+            torch.distributed.all_gather_object(parts, chunks)
+            chunks = {i: sums for part in parts for i, sums in part.items()}
         names = [f"{s}{k}" for k in KINDS for s in ("ce", "ref", "n")]
-        values = torch.stack([torch.as_tensor(sums.get(n, 0.0), dtype=torch.float64, device=self.device)
-                              for n in names])
-        if self.trainer.world_size > 1:                   # DDP: every rank scored its own chunks
-            values = self.trainer.strategy.reduce(values, reduce_op="sum")
-        total = dict(zip(names, values.tolist()))
+        total = {name: sum(sums[j] for sums in chunks.values()) for j, name in enumerate(names)}
         out = {}
         for kind in KINDS:
             n = total[f"n{kind}"]

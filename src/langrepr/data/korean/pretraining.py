@@ -5,7 +5,7 @@ with one token list, holds out the corpus tail (`val_fraction`) and packs senten
 ≤ `max_len` positions. Training batches are masked as BERT does (`batching.mask_positions`) from the global RNG,
 so a resumed run continues the same stream (`langrepr.callbacks.LastCheckpoint` restores it); with `nsp` the
 training text is re-packed as BERT's sentence pairs. The held-out sequences are scored on fixed masks: chunk i
-of `batch_size` sequences is masked from its own generator, the same for every validation pass, every model
+of `eval_batch_size` sequences is masked from its own generator, the same for every validation pass, every model
 and any number of devices. The task receives the training tokens' unigram distribution (`task_kwargs`), the
 reference predictor scored on the same masked positions.
 """
@@ -74,7 +74,8 @@ class EvalCollator:
         self.collate, self.seed = collate, seed
 
     def __call__(self, chunk: EvalChunk) -> dict:
-        return self.collate(chunk.sequences, torch.Generator().manual_seed(self.seed + chunk.index))
+        batch = self.collate(chunk.sequences, torch.Generator().manual_seed(self.seed + chunk.index))
+        return {**batch, "chunk": chunk.index}   # a chunk scored twice (DDP evens the shares) counts once
 
 
 class PretrainingDataModule(pl.LightningDataModule):
@@ -87,17 +88,21 @@ class PretrainingDataModule(pl.LightningDataModule):
         nsp: re-pack the training text as sentence pairs for next-sentence prediction (the held-out measure
             stays single spans).
         torch_threads: intra-op threads for this process (1 on a shared CPU box), None = torch's default.
+        eval_batch_size: sequences per held-out chunk (None = batch_size). The experiments set the configured
+            batch, which `trainer=ddp` leaves alone when it splits `batch_size` per device: the held-out masks are
+            then the same on any number of devices.
     """
 
     def __init__(self, corpus: dict, sizes: dict, token_list: str, max_group: int, max_len: int, batch_size: int,
                  mask_prob: float = 0.15, val_fraction: float = 0.01, nsp: bool = False, seed: int = 1,
                  cache_dir: str = "outputs/cache", workers: int = 2, torch_threads: int | None = None,
-                 num_workers: int = 0):
+                 num_workers: int = 0, eval_batch_size: int | None = None):
         super().__init__()
         self.corpus, self.sizes, self.token_list = dict(corpus), dict(sizes), token_list
         self.max_group, self.max_len, self.batch_size = max_group, max_len, batch_size
         self.mask_prob, self.val_fraction, self.nsp, self.seed = mask_prob, val_fraction, bool(nsp), seed
         self.cache_dir, self.workers, self.num_workers = cache_dir, workers, num_workers
+        self.eval_batch_size = eval_batch_size or batch_size
         if torch_threads:
             torch.set_num_threads(int(torch_threads))   # on a shared CPU, 1 thread beats oversubscription
         self.test_splits = ["held_out"]
@@ -121,8 +126,9 @@ class PretrainingDataModule(pl.LightningDataModule):
         self.unigram = unigram_log_probs(spans, self.vocab_size)
         self.train_items = pack_pairs(train, self.max_len, torch.Generator().manual_seed(self.seed)) if self.nsp \
             else spans
-        self.eval_chunks = [EvalChunk(i, held_out[start:start + self.batch_size])
-                            for i, start in enumerate(range(0, len(held_out), self.batch_size))]
+        size = self.eval_batch_size
+        self.eval_chunks = [EvalChunk(i, held_out[start:start + size])
+                            for i, start in enumerate(range(0, len(held_out), size))]
         self.collate = MaskingCollator(self.vocab_size, self.max_group, self.mask_prob)
         self.data_info = {"token_list": self.token_list, "vocab_size": self.vocab_size,
                           "corpus_sentences": len(analysed), "train_sequences": len(self.train_items),
