@@ -48,18 +48,11 @@ def _canonical(value: Any) -> str:
     return json.dumps(plain(value), sort_keys=True, default=str)
 
 
-def _select(config: dict, dotted: str) -> Any:
-    node: Any = config
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
 def differences(config: dict, expect: dict) -> list[str]:
     """The identity keys (dotted config keys) on which a pretraining cell's config differs from `expect`."""
-    return [IDENTITY[k] for k in IDENTITY if _canonical(_select(config, IDENTITY[k])) != _canonical(expect.get(k))]
+    recorded = OmegaConf.create(config)
+    return [path for key, path in IDENTITY.items()
+            if _canonical(OmegaConf.select(recorded, path, default=None)) != _canonical(expect.get(key))]
 
 
 def describe(expect: dict) -> str:
