@@ -628,7 +628,7 @@ def test_leam_without_class_names_where_the_data_has_none_is_accepted(compose_cf
 def test_the_choices_match_the_modules():
     from langrepr.data.korean.token_lists import KINDS
     from langrepr.models.multihot_losses import LOSSES
-    from langrepr.pipelines import cooccurrence, probing
+    from langrepr.pipelines.bitcipher import cooccurrence, probing
     from langrepr.tasks.multihot_downstream import TASKS
     from langrepr.validation import CHOICES, PROBE_TASKS
 
