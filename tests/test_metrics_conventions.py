@@ -32,8 +32,8 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from langrepr import metrics
-from langrepr.data.classification import reference as leam_reference
-from langrepr.data.patents import references as patent_references
+from langrepr.pipelines.references import classification as leam_reference
+from langrepr.pipelines.references import patents as patent_references
 from langrepr.tasks.classification import MultilabelClassificationTask
 from langrepr.tasks.label_embedding import LabelRegularisedMultilabelTask
 

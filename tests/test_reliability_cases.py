@@ -663,8 +663,6 @@ def nsmc_split(tmp_path: Path, per_class: int = 5):
     return nsmc_style_split(tmp_path, per_class)
 
 
-@pytest.mark.xfail(strict=True, reason="data/korean/nsmc.py (not ours): build_split should name the missing class "
-                                       "instead of advising a lower per_class, which cannot help")
 def test_N15_a_crawl_with_one_class_names_the_missing_class(tmp_path):
     path = crawl(tmp_path, reviews(20, rating=lambda i: 10))
     assert user_error(nsmc_split, tmp_path) == (
@@ -693,7 +691,6 @@ def test_N18_repeated_reviews_are_counted_once(tmp_path):
         0: ["영화 0", "영화 2", "영화 4"], 1: ["영화 1", "영화 3", "영화 5"]}
 
 
-@pytest.mark.xfail(strict=True, reason="data/korean/nsmc.py (not ours): an empty crawl reports '(found None)'")
 def test_N19_an_empty_crawl_file_says_empty(tmp_path):
     path = crawl(tmp_path, "", header="")
     assert user_error(nsmc_split, tmp_path) == f"{path} is empty: restore the original crawl"
@@ -725,8 +722,6 @@ def test_N22_a_korean_corpus_cut_inside_a_character_says_cut_short(tmp_path, cap
         "copy or download); restore the whole file, or point dataset.corpus.path at a UTF-8 export of the corpus")
 
 
-@pytest.mark.xfail(strict=True, reason="data/korean/corpus.py (not ours): text_file_sentences keeps a UTF-8 "
-                                       "byte-order mark as the first character of the first sentence")
 def test_N23_a_byte_order_mark_is_not_part_of_the_first_sentence(tmp_path):
     from langrepr.data.korean.corpus import text_file_sentences
 
@@ -780,8 +775,6 @@ def test_N28_korquad_question_without_answers_is_one_line(tmp_path):
         "KorQuAD_v1.0_*.json file")
 
 
-@pytest.mark.xfail(strict=True, reason="data/korean/korquad.py (not ours): an answer_start outside its context is "
-                                       "accepted and trains on a wrong span")
 def test_N29_korquad_answer_outside_its_context_names_the_question(tmp_path):
     from langrepr.data.korean.korquad import read_squad_json
 
@@ -811,8 +804,6 @@ def test_N31_a_klue_ner_line_with_a_third_column_names_its_line(tmp_path):
         f"{path} line 3: expected one character, a tab and its tag, got '울\\tI-LC\\tx'")
 
 
-@pytest.mark.xfail(strict=True, reason="data/korean/ner.py (not ours): a KLUE-NER file without one entity is read "
-                                       "as is; the NER cell then scores an F1 over no gold entity")
 def test_N32_klue_ner_with_only_the_o_tag_is_one_line(tmp_path):
     from langrepr.data.korean.ner import read_klue_ner
 

@@ -86,7 +86,7 @@ def text_file_sentences(path: str | Path, limit: int) -> list[str]:
     path = require(Path(path), "corpus file")
     out = []
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:   # a byte-order mark is not part of the first sentence
             for line in fh:
                 if line.strip():
                     out.extend(split_sentences([line]))

@@ -48,6 +48,10 @@ def read_squad_json(path: str | Path) -> list[Question]:
                         "pass the original KorQuAD_v1.0_*.json file") from None
     if not out:
         raise UserError(f"{path} holds no questions: pass the original KorQuAD_v1.0_*.json file")
+    for q in out:   # a span outside its context would train on the wrong characters
+        if q.context[q.answer_start:q.answer_start + len(q.answers[0])] != q.answers[0]:
+            raise UserError(f"{path}: question {q.id}'s answer {q.answers[0]!r} is not in its context at answer_start "
+                            f"{q.answer_start}: pass the original KorQuAD_v1.0_*.json file")
     return out
 
 

@@ -93,6 +93,9 @@ def read_klue_ner(path: str | Path, types: dict[str, str] | None = None) -> list
     flush()
     if not sentences:
         raise UserError(f"{path} holds no tagged sentence: point the dataset at a KLUE-NER TSV file")
+    if not any(sentence.spans for sentence in sentences):   # every tag O: an F1 over no gold entity says nothing
+        raise UserError(f"{path}: none of its {len(sentences)} sentences has an entity (every tag is O): the tag "
+                        "column is missing or the file is cut; restore the original KLUE-NER release")
     return sentences
 
 

@@ -56,6 +56,8 @@ def read_crawl(path: str | Path, max_chars: int = 140) -> dict[int, list[Review]
     try:
         with opener(path, "rt", encoding="utf-8") as fh:
             reader = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+            if reader.fieldnames is None:
+                raise UserError(f"{path} is empty: restore the original crawl")
             missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
             if missing:
                 raise UserError(f"{path}: header has no {', '.join(missing)} column(s) (found "
@@ -79,6 +81,11 @@ def read_crawl(path: str | Path, max_chars: int = 140) -> dict[int, list[Review]
         raise not_utf8(path, err, "point LANGREPR_DATA_DIR at the original crawl") from None
     except (EOFError, gzip.BadGzipFile) as err:
         raise UserError(f"{path} is a damaged gzip file ({type(err).__name__}): restore the original crawl") from None
+    kinds = {0: "negative review (rating 1-4", 1: "positive review (rating 9-10"}
+    empty = [label for label, rows in by_label.items() if not rows]
+    if len(empty) == 1:   # one class missing: a cut or filtered crawl, which no per_class can fix
+        raise UserError(f"{path} has no eligible {kinds[empty[0]]}, under {max_chars} characters): the crawl is cut "
+                        "or filtered; restore the original crawl")
     return by_label
 
 
