@@ -891,8 +891,10 @@ def render_table(plan: dict) -> str:
         for s in c["stages"]:
             fit = "yes" if s["fits"] else "no"
             hours = _hours(s["gpu_hours"])
-            how = ("" if s["fits"] else (f"{s['batch_setting']}={s['micro_batch']}, accumulate {s['accumulation']}"
-                                         if s["accumulation"] else "no micro-batch fits"))
+            how = ("" if s["fits"] else "no micro-batch fits" if not s["accumulation"]
+                   else f"{s['batch_setting']}={s['micro_batch']}, accumulate {s['accumulation']} (the pipeline has "
+                        "no accumulation setting)" if s["precision"].startswith("32 (the")
+                   else f"{s['batch_setting']}={s['micro_batch']} trainer.accumulate_grad_batches={s['accumulation']}")
             lines.append(f"| {c['cell']} | {s['name']} | {s['params'] / 1e6:.1f}M | {s['examples']} | "
                          f"{_num(s['flops_per_step'])} (batch {s['batch']}) | {s['steps_note']} | "
                          f"{hours} | "
@@ -957,9 +959,9 @@ def render_all(plans: list[dict]) -> str:
               + "; ".join(f"{p} {_hours(h, 1)} GPU-hours" for p, h in sorted(by_paper.items())), "",
               f"**All papers: {total:,.1f} GPU-hours**"
               + (f", plus {unknown} stage(s) of unknown length" if unknown else "")
-              + ". A table's total counts the cells of its own sweep; tables whose `make` target also runs another "
-                "table's cells (EWE 4-5 read Table 3, multi-hot 4-5 read Table 3, Bit Cipher read Tables 1/3/5) "
-                "count those there.", ""]
+              + ". A table's total counts the cells of its own sweep; where its `make` target also runs another "
+                "sweep (EWE 4-5 read Table 3; multi-hot 2-5 fine-tune multihot_pretrain's cells and 4-5 read Table 3; "
+                "Bit Cipher reads Tables 1/3/5) those cells are counted in that sweep's row.", ""]
     if plans:
         lines += [f"Throughput: {plans[0]['assumption']['text']} (per-paper measured utilisation replaces the "
                   "assumed one where a GPU check exists).", ""]
