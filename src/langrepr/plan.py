@@ -363,7 +363,13 @@ def data_needs(cfg: Any) -> set[str]:
             needs.add("nsmc")
         return needs
     name = DATASET_DOWNLOAD.get(dataset_name(cfg), dataset_name(cfg))
-    return {name} if name in DOWNLOADS else set()
+    needs = {name} if name in DOWNLOADS else set()
+    task = _sel(cfg, "downstream")       # a multi-hot fine-tuning train cell reads its task's data too
+    if task is not None:
+        needs.add({"korquad": "korquad", "ner": "modu_ner", "srl": "modu_srl", "nsmc": "nsmc"}.get(str(task), ""))
+    elif str(_sel(cfg, "dataset.datamodule._target_", "")).endswith("KorQuADDataModule"):
+        needs.add("korquad")
+    return needs & set(DOWNLOADS)
 
 
 def cpu_nature(cfg: Any) -> str:
