@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import platform
 import re
 import statistics
@@ -140,12 +141,14 @@ def check_cell(paper: str, row: str, overrides: list[str], small: list[str], arg
             break
         except torch.OutOfMemoryError:
             ooms.append(micro)
-            x = None
-            net.zero_grad(set_to_none=True)
-            torch.cuda.empty_cache()
-            if micro == 1:
-                return out | {"oom_batches": ooms, "error": "out of memory at micro-batch 1"}
-            micro //= 2
+        # freed outside the handler: its traceback holds the frames with the batch and the optimiser states
+        x = None
+        net.zero_grad(set_to_none=True)
+        gc.collect()
+        torch.cuda.empty_cache()
+        if micro == 1:
+            return out | {"oom_batches": ooms, "error": "out of memory at micro-batch 1"}
+        micro //= 2
     out.update(micro_batch=micro, accumulation=batch // micro, oom_batches=ooms, flops_per_step=flops)
     for name, r in results.items():
         r["samples_per_s"] = r["steps_per_s"] * micro
