@@ -398,6 +398,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    FAILED_CELLS.clear()   # this invocation's failures only (tests and notebooks call main() more than once)
     try:
         check_options(sys.argv[1:])
         check_group_choices(sys.argv[1:])
