@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import torch
+
+from conftest import run_main
 
 SMOKE = ["debug=smoke", "trainer.max_epochs=1"]
 USPTO = ["dataset=uspto", "model=bert_ewe", *SMOKE]
@@ -201,21 +202,6 @@ FAULTS = [
     Case("config-changed-after-finish", [*IN_CELL, "seed=2"], ["different config", "force=true"], setup=train_once),
     Case("diverged", [*IN_CELL, "optimizer.lr=1e20"], ["training diverged", "nan", "lower optimizer.lr"]),
 ]
-
-
-def run_main(argv: list[str]) -> int:
-    import langrepr.train as entry
-
-    saved = sys.argv
-    sys.argv = ["langrepr.train", *argv]
-    entry.FAILED_CELLS.clear()
-    try:
-        entry.main()
-        return 0
-    except SystemExit as exit_:
-        return int(exit_.code or 0) if not isinstance(exit_.code, str) else 1
-    finally:
-        sys.argv = saved
 
 
 def half_written(root: Path) -> list[str]:

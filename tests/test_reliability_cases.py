@@ -20,41 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import fails_with, run_main
 from tiny_data import write_english_probe_data, write_korean_quick, write_zhang
 
 # ---------------------------------------------------------------- running a command as a user would
-
-
-def run_main(argv: list[str]) -> int:
-    """`python -m langrepr.train <argv>` in this process; the exit code."""
-    import langrepr.train as entry
-
-    saved = sys.argv
-    sys.argv = ["langrepr.train", *argv]
-    entry.FAILED_CELLS.clear()
-    try:
-        entry.main()
-        return 0
-    except SystemExit as exit_:
-        return int(exit_.code or 0) if not isinstance(exit_.code, str) else 1
-    finally:
-        sys.argv = saved
-
-
-def the_line(err: str) -> str:
-    """The one `error: ...` line of a run (no traceback, no second error line), without its prefix."""
-    assert "Traceback" not in err, err[-3000:]
-    lines = [line for line in err.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1, err[-3000:]
-    return lines[0][len("error: "):]
-
-
-def fails_with(capfd, argv: list[str], code: int = 2) -> str:
-    """Run argv; assert the exit code; return the one error line."""
-    got = run_main(argv)
-    err = capfd.readouterr().err
-    assert got == code, (got, err[-3000:])
-    return the_line(err)
 
 
 def records(root: Path) -> dict[str, dict]:

@@ -14,24 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_main
+
 PTB = ["dataset=ptb", "model=tensorcoder_1conv", "debug=smoke", "trainer.max_epochs=1", "model.net.hidden_size=16",
        "model.net.num_layers=1", "model.net.intermediate_size=16", "dataset.datamodule.seq_len=16"]
-
-
-def run_main(argv: list[str]) -> int:
-    """`python -m langrepr.train <argv>` in this process; the exit code."""
-    import langrepr.train as entry
-
-    saved = sys.argv
-    sys.argv = ["langrepr.train", *argv]
-    entry.FAILED_CELLS.clear()
-    try:
-        entry.main()
-        return 0
-    except SystemExit as exit_:
-        return int(exit_.code or 0) if not isinstance(exit_.code, str) else 1
-    finally:
-        sys.argv = saved
 
 
 def error_lines(err: str) -> list[str]:
