@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import gzip
+import importlib
 import json
 import shutil
 import sys
@@ -718,13 +719,63 @@ def test_N25_an_empty_korean_corpus_is_one_line_before_any_analysis(tmp_path, ca
     assert not (tmp_path / "cache" / "korean_morphemes").exists()
 
 
-def test_N26_korquad_without_questions_is_one_line(tmp_path):
-    from langrepr.data.korean.korquad import read_squad_json
+BAD_FILES = [   # (reader, file name, the file's text, the one line it must give with {path})
+    pytest.param("langrepr.data.korean.korquad:read_squad_json", "KorQuAD_v1.0_dev.json",
+                 json.dumps({"version": "KorQuAD_v1.0_dev", "data": []}),
+                 "{path} holds no questions: pass the original KorQuAD_v1.0_*.json file",
+                 id="N26_korquad_without_questions_is_one_line"),
+    pytest.param("langrepr.data.korean.korquad:read_squad_json", "KorQuAD_v1.0_dev.json",
+                 json.dumps({"data": [{"title": "t", "paragraphs": [{"context": "가나다", "qas": [
+                     {"id": "q1", "question": "무엇?", "answers": []}]}]}]}, ensure_ascii=False),
+                 "{path} is not KorQuAD v1.0 (SQuAD v1.1) JSON (IndexError: list index out of range): pass the "
+                 "original KorQuAD_v1.0_*.json file",
+                 id="N28_korquad_question_without_answers_is_one_line"),
+    pytest.param("langrepr.data.korean.korquad:read_squad_json", "KorQuAD_v1.0_dev.json",
+                 json.dumps({"data": [{"title": "t", "paragraphs": [{"context": "가나다", "qas": [
+                     {"id": "q1", "question": "무엇?", "answers": [{"text": "라마", "answer_start": 50}]}]}]}]},
+                            ensure_ascii=False),
+                 "{path}: question q1's answer '라마' is not in its context at answer_start 50: pass the original "
+                 "KorQuAD_v1.0_*.json file",
+                 id="N29_korquad_answer_outside_its_context_names_the_question"),
+    pytest.param("langrepr.data.korean.ner:read_klue_ner", "klue-ner-v1.1_dev.tsv", "",
+                 "{path} holds no tagged sentence: point the dataset at a KLUE-NER TSV file",
+                 id="N30_an_empty_klue_ner_file_is_one_line"),
+    pytest.param("langrepr.data.korean.ner:read_klue_ner", "klue-ner-v1.1_dev.tsv",
+                 "## 1\t<서울:LC>\n서\tB-LC\n울\tI-LC\tx\n\n",
+                 "{path} line 3: expected one character, a tab and its tag, got '울\\tI-LC\\tx'",
+                 id="N31_a_klue_ner_line_with_a_third_column_names_its_line"),
+    pytest.param("langrepr.data.korean.ner:read_klue_ner", "klue-ner-v1.1_dev.tsv",
+                 "".join(f"## {i}\t가나\n가\tO\n나\tO\n\n" for i in range(5)),
+                 "{path}: none of its 5 sentences has an entity (every tag is O): the tag column is missing or the "
+                 "file is cut; restore the original KLUE-NER release",
+                 id="N32_klue_ner_with_only_the_o_tag_is_one_line"),
+    pytest.param("langrepr.data.korean.ner:read_klue_ner", "klue-ner-v1.1_dev.tsv",
+                 ("## 1\t<서울:LC>\n서\tB-LC\n울\tI-LC\n\n" * 3)[:-4],
+                 "{path} line 11: tag 'I-' is not in the tag set (O, B-/I- of PS, LC, OG, DT, TI, QT); fix the line "
+                 "or extend the dataset's types",
+                 id="N33_klue_ner_cut_inside_a_tag_names_its_line"),
+    pytest.param("langrepr.data.english.gum:read_conllu", "en_gum-ud-train.conllu",
+                 "1 the the DET _ _ 2 det _ _\n2 cat cat NOUN _ _ 0 root _ _\n\n",
+                 "{path}:1: malformed CoNLL-U line (expected 10 tab-separated columns, got 1)",
+                 id="N39_a_gum_file_with_spaces_for_tabs_names_its_first_line"),
+    pytest.param("langrepr.data.english.gum:read_conllu", "en_gum-ud-train.conllu",
+                 "".join(f"1\tw{i}\tw\tNOUN\t_\t_\t0\troot\t_\t_\n\n" for i in range(4)),
+                 "{path}: every token of its 4 sentences has the tag 'NOUN': the UPOS column is missing or the file "
+                 "is cut; point LANGREPR_DATA_DIR at the original release",
+                 id="N40_gum_with_one_tag_is_one_line"),
+    pytest.param("langrepr.data.english.conll:read_conll", "eng.testb", "Paris NNP I-NP I-LOC\nsaw VBD I-VP O\n\nJohn\n",
+                 "{path}:4: malformed line 'John': expected 'word ... TAG' columns",
+                 id="N41_a_conll_line_with_one_column_names_it"),
+]
 
-    path = tmp_path / "KorQuAD_v1.0_dev.json"
-    path.write_text(json.dumps({"version": "KorQuAD_v1.0_dev", "data": []}))
-    assert user_error(read_squad_json, path) == (
-        f"{path} holds no questions: pass the original KorQuAD_v1.0_*.json file")
+
+@pytest.mark.parametrize("reader,name,text,line", BAD_FILES)
+def test_a_reader_given_one_bad_file_says_one_line(reader, name, text, line, tmp_path):
+    """N26, N28-N33 (KorQuAD, KLUE NER) and N39-N41 (GUM, CoNLL-2003): the file as written, the reader's line."""
+    module, function = reader.split(":")
+    path = tmp_path / name
+    path.write_text(text)
+    assert user_error(getattr(importlib.import_module(module), function), path) == line.format(path=path)
 
 
 def test_N27_korquad_cut_inside_a_character_says_cut_short(tmp_path):
@@ -734,66 +785,6 @@ def test_N27_korquad_cut_inside_a_character_says_cut_short(tmp_path):
     data = json.dumps({"data": [{"title": "서울", "paragraphs": []}]}, ensure_ascii=False).encode()
     path.write_bytes(data[:data.index("울".encode()) + 1])
     assert user_error(read_squad_json, path).startswith(f"{path} ends in the middle of a UTF-8 character (byte ")
-
-
-def test_N28_korquad_question_without_answers_is_one_line(tmp_path):
-    from langrepr.data.korean.korquad import read_squad_json
-
-    path = tmp_path / "KorQuAD_v1.0_dev.json"
-    path.write_text(json.dumps({"data": [{"title": "t", "paragraphs": [{"context": "가나다", "qas": [
-        {"id": "q1", "question": "무엇?", "answers": []}]}]}]}, ensure_ascii=False))
-    assert user_error(read_squad_json, path) == (
-        f"{path} is not KorQuAD v1.0 (SQuAD v1.1) JSON (IndexError: list index out of range): pass the original "
-        "KorQuAD_v1.0_*.json file")
-
-
-def test_N29_korquad_answer_outside_its_context_names_the_question(tmp_path):
-    from langrepr.data.korean.korquad import read_squad_json
-
-    path = tmp_path / "KorQuAD_v1.0_dev.json"
-    path.write_text(json.dumps({"data": [{"title": "t", "paragraphs": [{"context": "가나다", "qas": [
-        {"id": "q1", "question": "무엇?", "answers": [{"text": "라마", "answer_start": 50}]}]}]}]}, ensure_ascii=False))
-    assert user_error(read_squad_json, path) == (
-        f"{path}: question q1's answer '라마' is not in its context at answer_start 50: pass the original "
-        "KorQuAD_v1.0_*.json file")
-
-
-def test_N30_an_empty_klue_ner_file_is_one_line(tmp_path):
-    from langrepr.data.korean.ner import read_klue_ner
-
-    path = tmp_path / "klue-ner-v1.1_dev.tsv"
-    path.write_text("")
-    assert user_error(read_klue_ner, path) == (
-        f"{path} holds no tagged sentence: point the dataset at a KLUE-NER TSV file")
-
-
-def test_N31_a_klue_ner_line_with_a_third_column_names_its_line(tmp_path):
-    from langrepr.data.korean.ner import read_klue_ner
-
-    path = tmp_path / "klue-ner-v1.1_dev.tsv"
-    path.write_text("## 1\t<서울:LC>\n서\tB-LC\n울\tI-LC\tx\n\n")
-    assert user_error(read_klue_ner, path) == (
-        f"{path} line 3: expected one character, a tab and its tag, got '울\\tI-LC\\tx'")
-
-
-def test_N32_klue_ner_with_only_the_o_tag_is_one_line(tmp_path):
-    from langrepr.data.korean.ner import read_klue_ner
-
-    path = tmp_path / "klue-ner-v1.1_dev.tsv"
-    path.write_text("".join(f"## {i}\t가나\n가\tO\n나\tO\n\n" for i in range(5)))
-    assert user_error(read_klue_ner, path) == (
-        f"{path}: none of its 5 sentences has an entity (every tag is O): the tag column is missing or the file is "
-        "cut; restore the original KLUE-NER release")
-
-
-def test_N33_klue_ner_cut_inside_a_tag_names_its_line(tmp_path):
-    from langrepr.data.korean.ner import read_klue_ner
-
-    path = tmp_path / "klue-ner-v1.1_dev.tsv"
-    path.write_text(("## 1\t<서울:LC>\n서\tB-LC\n울\tI-LC\n\n" * 3)[:-4])
-    assert user_error(read_klue_ner, path) == (
-        f"{path} line 11: tag 'I-' is not in the tag set (O, B-/I- of PS, LC, OG, DT, TI, QT); fix the line or extend "
-        "the dataset's types")
 
 
 # ---------------------------------------------------------------- Bit Cipher: corpus sources and probe files (N34-N43)
@@ -848,34 +839,6 @@ def test_N38_a_gum_file_cut_inside_a_line_names_it(tmp_path):
     assert user_error(read_conllu, dev) == (
         f"{dev}:{len(lines)}: malformed CoNLL-U line (expected 10 tab-separated columns, got "
         f"{len(lines[-1].split(chr(9)))})")
-
-
-def test_N39_a_gum_file_with_spaces_for_tabs_names_its_first_line(tmp_path):
-    from langrepr.data.english.gum import read_conllu
-
-    path = tmp_path / "en_gum-ud-train.conllu"
-    path.write_text("1 the the DET _ _ 2 det _ _\n2 cat cat NOUN _ _ 0 root _ _\n\n")
-    assert user_error(read_conllu, path) == (
-        f"{path}:1: malformed CoNLL-U line (expected 10 tab-separated columns, got 1)")
-
-
-def test_N40_gum_with_one_tag_is_one_line(tmp_path):
-    from langrepr.data.english.gum import read_conllu
-
-    path = tmp_path / "en_gum-ud-train.conllu"
-    path.write_text("".join(f"1\tw{i}\tw\tNOUN\t_\t_\t0\troot\t_\t_\n\n" for i in range(4)))
-    assert user_error(read_conllu, path) == (
-        f"{path}: every token of its 4 sentences has the tag 'NOUN': the UPOS column is missing or the file is cut; "
-        "point LANGREPR_DATA_DIR at the original release")
-
-
-def test_N41_a_conll_line_with_one_column_names_it(tmp_path):
-    from langrepr.data.english.conll import read_conll
-
-    path = tmp_path / "eng.testb"
-    path.write_text("Paris NNP I-NP I-LOC\nsaw VBD I-VP O\n\nJohn\n")
-    assert user_error(read_conll, path) == (
-        f"{path}:4: malformed line 'John': expected 'word ... TAG' columns")
 
 
 def test_N42_repeated_probe_sentences_are_read_as_they_are(tmp_path):
