@@ -36,6 +36,7 @@ import math
 import re
 import time
 import unittest.mock
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,12 @@ def peak_for(device_name: str) -> dict | None:
 
 # ---------------------------------------------------------------- data facts (sizes with their sources)
 
+def _zhang_sizes(name: str, train: int, test: int) -> dict:
+    """A Zhang et al. 2015 classification set: documents, 5% of train held out for validation."""
+    return {"unit": "documents", "train": train, "test": test, "val_fraction": 0.05,
+            "source": f"Zhang et al. 2015 (conf/dataset/{name}.yaml)"}
+
+
 # Training / evaluation sizes the step count needs, in the datamodule's unit. None = no source gives it.
 SIZES: dict[str, dict] = {
     "uspto": {"unit": "documents", "train": 1_900_000, "test": 150_000, "val_fraction": 0.05,
@@ -89,16 +96,11 @@ SIZES: dict[str, dict] = {
               "source": "HF card wmt/wmt16 de-en"},
     "iwslt16": {"unit": "sentence pairs", "train": 206_000, "val": 888, "test": 8_079,
                 "source": "HF iwslt2017 en-de viewer (~206k / 888 / 8,079; the paper's IWSLT16: 197k pairs)"},
-    "ag_news": {"unit": "documents", "train": 120_000, "test": 7_600, "val_fraction": 0.05,
-                "source": "Zhang et al. 2015 (conf/dataset/ag_news.yaml)"},
-    "dbpedia": {"unit": "documents", "train": 560_000, "test": 70_000, "val_fraction": 0.05,
-                "source": "Zhang et al. 2015 (conf/dataset/dbpedia.yaml)"},
-    "yahoo": {"unit": "documents", "train": 1_400_000, "test": 60_000, "val_fraction": 0.05,
-              "source": "Zhang et al. 2015 (conf/dataset/yahoo.yaml)"},
-    "yelp_polarity": {"unit": "documents", "train": 560_000, "test": 38_000, "val_fraction": 0.05,
-                      "source": "Zhang et al. 2015 (conf/dataset/yelp_polarity.yaml)"},
-    "yelp_full": {"unit": "documents", "train": 650_000, "test": 50_000, "val_fraction": 0.05,
-                  "source": "Zhang et al. 2015 (conf/dataset/yelp_full.yaml)"},
+    "ag_news": _zhang_sizes("ag_news", 120_000, 7_600),
+    "dbpedia": _zhang_sizes("dbpedia", 560_000, 70_000),
+    "yahoo": _zhang_sizes("yahoo", 1_400_000, 60_000),
+    "yelp_polarity": _zhang_sizes("yelp_polarity", 560_000, 38_000),
+    "yelp_full": _zhang_sizes("yelp_full", 650_000, 50_000),
     "nsmc": {"unit": "reviews", "train": 150_000, "test": 50_000, "val_fraction": 0.05,
              "source": "official split (multi-hot LM paper §3; conf/dataset/nsmc_text.yaml)"},
     "mimic50": {"unit": "notes", "train": None, "labels": 50,
@@ -832,22 +834,28 @@ def plan_table(table: str, profile: str, gpu: str, utilisation: float | None, me
             "downloads": sorted(downloads), "findings": findings, "totals": totals(cells)}
 
 
-def totals(cells: list[dict]) -> dict:
-    """GPU-hours with shared stages (one multi-hot pretraining per config) counted once; unknowns counted apart."""
-    seen, hours, unknown, peak = set(), 0.0, 0, 0
-    not_fitting = []
+def unique_stages(cells: list[dict], seen: set) -> Iterator[tuple[dict, dict]]:
+    """(cell, stage) of each stage whose share_key is not in ``seen`` yet (a shared stage counts once); adds it."""
     for c in cells:
         for s in c["stages"]:
             if s["share_key"] in seen:
                 continue
             seen.add(s["share_key"])
-            if s["gpu_hours"] is None:
-                unknown += 1
-            else:
-                hours += s["gpu_hours"]
-            peak = max(peak, s["memory"]["total"])
-            if not s["fits"]:
-                not_fitting.append(f"{c['cell']} ({s['name']})")
+            yield c, s
+
+
+def totals(cells: list[dict]) -> dict:
+    """GPU-hours with shared stages (one multi-hot pretraining per config) counted once; unknowns counted apart."""
+    seen, hours, unknown, peak = set(), 0.0, 0, 0
+    not_fitting = []
+    for c, s in unique_stages(cells, seen):
+        if s["gpu_hours"] is None:
+            unknown += 1
+        else:
+            hours += s["gpu_hours"]
+        peak = max(peak, s["memory"]["total"])
+        if not s["fits"]:
+            not_fitting.append(f"{c['cell']} ({s['name']})")
     return {"gpu_hours": hours, "stages_unknown": unknown, "stages": len(seen), "peak_bytes": peak,
             "cells": len(cells), "cpu_cells": sum(1 for c in cells if c.get("cpu")),
             "error_cells": sum(1 for c in cells if c["stage"] == "error"), "not_fitting": not_fitting}
@@ -951,16 +959,12 @@ def render_all(plans: list[dict]) -> str:
                      + f" | {t['stages']} | {t['cpu_cells']} | {_gb(t['peak_bytes'])} | {len(t['not_fitting'])} | "
                      f"{t['error_cells']} |")
         paper = plan["table"].split("_", 1)[0]
-        for c in plan["cells"]:
-            for s in c["stages"]:
-                if s["share_key"] in seen:
-                    continue
-                seen.add(s["share_key"])
-                if s["gpu_hours"] is None:
-                    unknown += 1
-                else:
-                    total += s["gpu_hours"]
-                    by_paper[paper] = by_paper.get(paper, 0.0) + s["gpu_hours"]
+        for _, s in unique_stages(plan["cells"], seen):
+            if s["gpu_hours"] is None:
+                unknown += 1
+            else:
+                total += s["gpu_hours"]
+                by_paper[paper] = by_paper.get(paper, 0.0) + s["gpu_hours"]
     lines += ["", "Per paper (each stage once, whichever tables share it): "
               + "; ".join(f"{p} {_hours(h, 1)} GPU-hours" for p, h in sorted(by_paper.items())), "",
               f"**All papers: {total:,.1f} GPU-hours**"
