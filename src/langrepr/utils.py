@@ -41,25 +41,8 @@ def _name_the_file(err: BaseException, path: Path) -> None:
         err.filename = str(path)
 
 
-def write_json_atomic(path: str | Path, payload: Any) -> None:
-    """Write JSON so that a crash never leaves a half-written file (readers see old or new, never torn)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        open_mode(fd)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=2, sort_keys=False, default=str)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException as err:
-        Path(tmp).unlink(missing_ok=True)
-        _name_the_file(err, path)
-        raise
-
-
 def write_text_atomic(path: str | Path, text: str) -> None:
-    """Atomic text write (same reason as `write_json_atomic`)."""
+    """Write text so that a crash never leaves a half-written file (readers see old or new, never torn)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -72,6 +55,11 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         Path(tmp).unlink(missing_ok=True)
         _name_the_file(err, path)
         raise
+
+
+def write_json_atomic(path: str | Path, payload: Any) -> None:
+    """Atomic JSON write (indented, non-JSON values as their str, one trailing newline)."""
+    write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def git_commit(short: bool = True) -> str:
