@@ -1,4 +1,4 @@
-"""Render a paper table from run artefacts: `python -m langrepr.tables <table> [--profile quick|full]`.
+"""Render a paper table from run artefacts: `python -m langrepr.tables <table> [--profile quick|full] [--dry]`.
 
 A table is declared by the `table:` node of `conf/experiment/<table>.yaml`; its cells are filled only from
 `metrics.json` + `config_resolved.yaml` of finished runs under `outputs/<profile>/<run_id>/`, never from a
@@ -32,13 +32,13 @@ log = logging.getLogger("langrepr.tables")
 
 # ---------------------------------------------------------------- reading runs
 
-def experiment_config(table: str, profile: str) -> DictConfig:
+def experiment_config(table: str, profile: str, dry: bool = False) -> DictConfig:
     """Compose the experiment exactly as `make` runs it, to read its run_id, profile_name and `table:` spec."""
     if not (CONF_DIR / "experiment" / f"{table}.yaml").exists():
         options = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
         raise UserError(f"unknown table '{table}': choose one of {', '.join(options)}")
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=[f"experiment={table}", f"profile={profile}"])
+        cfg = compose("train", overrides=[f"experiment={table}", f"profile={profile}", *(["debug=dry"] if dry else [])])
     if "table" not in cfg:
         raise UserError(f"conf/experiment/{table}.yaml has no `table:` node to render")
     return cfg
@@ -53,8 +53,12 @@ def select(config: dict, dotted: str) -> Any:
     return node
 
 
-def load_runs(run_root: Path) -> list[dict]:
-    """Every finished or diverged cell under run_root, with its resolved config.
+FINISHED = ("finished", "diverged")
+DRY = ("dry", "failed")   # a dry render (--dry) reads dry records, and failed ones to show what broke
+
+
+def load_runs(run_root: Path, statuses: tuple[str, ...] = FINISHED) -> list[dict]:
+    """Every finished or diverged cell under run_root (`statuses`: DRY for a dry render), with its resolved config.
 
     A corrupt `metrics.json` or config is skipped with a warning naming it: one bad cell must not stop a table.
     """
@@ -64,7 +68,7 @@ def load_runs(run_root: Path) -> list[dict]:
             continue  # cells moved aside by force=true (.replaced/) are history, not results
         try:
             record = json.loads(path.read_text())
-            if record.get("status") not in ("finished", "diverged"):
+            if record.get("status") not in statuses:
                 continue
             cfg_path = path.parent / "config_resolved.yaml"
             record["config"] = yaml.safe_load(cfg_path.read_text()) if cfg_path.exists() else {}
@@ -162,6 +166,8 @@ def build(spec: dict, runs: list[dict], profile: str) -> dict:
                                      "n": len(values), "runs": [r["dir"] for r, _ in values],
                                      "seeds": cell_seeds, "commits": cell_commits, "diverged": diverged,
                                      "stale": stale, "metric_version": METRIC_VERSIONS.get(metric_name(metric), 1)}
+            if profile == "dry":
+                cells[column["name"]]["dry"] = dry_outcome(list(by_seed.values()))
         reference = bool(row.get("reference", False))
         deterministic = row.get("deterministic")
         for cell in cells.values():
@@ -179,6 +185,34 @@ def build(spec: dict, runs: list[dict], profile: str) -> dict:
         "data": spec.get("data", ""), "notes": list(spec.get("notes", [])), "recipe": sorted(recipe),
     }
     return table
+
+
+def dry_outcome(runs: list[dict]) -> dict:
+    """A dry cell's outcome over its seeds: which ran 2 steps (ok), stopped for missing data, skipped or failed."""
+    out: dict[str, list] = {"ok": [], "missing_data": [], "skipped": [], "failed": []}
+    for r in runs:
+        info = r.get("dry") or {}
+        if r.get("status") == "failed":
+            out["failed"].append(r.get("error", "failed"))
+        elif info.get("missing_data"):
+            out["missing_data"].append(info["missing_data"])
+        elif info.get("skipped"):
+            out["skipped"].append(info["skipped"])
+        else:
+            out["ok"].append(r["dir"])
+    return out
+
+
+def dry_notes(rows: list[dict]) -> list[str]:
+    """One note per distinct failure / missing-data line of a dry render, naming the cells it stopped."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        for name, cell in row["cells"].items():
+            for kind in ("failed", "missing_data", "skipped"):
+                for line in (cell.get("dry") or {}).get(kind, []):
+                    found.setdefault((kind, line), []).append(f"{row['key']} / {name}")
+    label = {"failed": "DRY FAILED", "missing_data": "no local data", "skipped": "not run dry"}
+    return [f"{label[k]} ({', '.join(dict.fromkeys(cells))}): {line}" for (k, line), cells in found.items()]
 
 
 def derive_ratios(spec: dict, rows: list[dict]) -> None:
@@ -276,6 +310,15 @@ def fmt(value: float | None, pattern: str) -> str:
 
 
 def fmt_ours(cell: dict, pattern: str) -> str:
+    dry = cell.get("dry")
+    if dry is not None:   # a dry render: what the 2-step run of this cell found, never a number
+        if dry["failed"]:
+            return "dry ✗ failed"
+        if dry["missing_data"]:
+            return "dry: no data"
+        if dry["skipped"]:
+            return "dry: not run"
+        return "dry ✓" if dry["ok"] else "not run"
     if cell["ours"] is None:
         if cell.get("stale"):
             return "stale (metric redefined since it ran; re-run)"
@@ -439,23 +482,29 @@ def table_stem(table: str, profile_name: str) -> str:
     return table if profile_name in ("full", "exact") else f"{table}.{profile_name}"
 
 
-def render(table: str, profile: str = "full", outputs: str | Path = "outputs", force: bool = False) -> dict:
+def render(table: str, profile: str = "full", outputs: str | Path = "outputs", force: bool = False,
+           dry: bool = False) -> dict:
     """Render `table` for `profile` into outputs/tables/ and return its JSON object.
 
     A render with fewer measured cells than the table already on disk (e.g. in a fresh clone, where the
     committed quick tables' runs are absent) never replaces it: it is written beside it as
-    `<stem>.partial.{md,json}` unless `force`.
+    `<stem>.partial.{md,json}` unless `force`. `dry` renders the dry runs (`debug=dry`, outputs/dry/...) into
+    `<table>.dry.{md,json}`: DRY in the title, every cell marked with what its dry run found, no values.
     """
-    cfg = experiment_config(table, profile)
+    cfg = experiment_config(table, profile, dry)
     spec = table_spec(cfg, table)
     outputs = Path(outputs)
     # rows may read another table's cells (`run_id:`), e.g. reference rows computed once on a shared split
     run_ids = ({row["run_id"] for row in spec["rows"]}
                | {src["run_id"] for row in spec["rows"] for src in row.get("sources", {}).values() if src.get("run_id")})
     runs = [dict(r, run_id=rid, dir=portable_dir(r["dir"], outputs))
-            for rid in sorted(run_ids) for r in load_runs(outputs / cfg.profile_name / rid)]
+            for rid in sorted(run_ids) for r in load_runs(outputs / cfg.profile_name / rid, DRY if dry else FINISHED)]
+    if dry:
+        spec = dict(spec, title=f"DRY RUN (2 steps at full size, no results) — {spec['title']}")
     result = build(spec, runs, cfg.profile_name)
     result["notes"] += shared_notes(spec, cfg.run_id)
+    if dry:
+        result["notes"] += dry_notes(result["rows"])
     stem = table_stem(table, cfg.profile_name)
     reasons = [] if force else thinner_than(result, existing_table(outputs / "tables" / f"{stem}.json"))
     result["kept_existing"] = bool(reasons)
@@ -544,6 +593,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("tables", nargs="+", help="experiment names, e.g. ewe_table1, or 'all'")
     parser.add_argument("--profile", default="full", choices=["full", "quick"])
     parser.add_argument("--outputs", default="outputs", help="the outputs folder to read runs from")
+    parser.add_argument("--dry", action="store_true",
+                        help="render the dry runs (`make <table> DRY=1`) into <table>.dry.md, marked DRY")
     parser.add_argument("--force", action="store_true",
                         help="replace a table on disk even when this render has fewer measured cells")
     parser.add_argument("--rejudge", action="store_true",
@@ -560,7 +611,7 @@ def main(argv: list[str] | None = None) -> None:
                 marks = [c.get("verdict") for c in result["claims"]]
                 print(f"{name} ({result['profile']}): " + ", ".join(f"{marks.count(m)} {m}" for m in dict.fromkeys(marks)))
                 continue
-            result = render(name, args.profile, args.outputs, force=args.force)
+            result = render(name, args.profile, args.outputs, force=args.force, dry=args.dry)
             missing = sum(c["ours"] is None for r in result["rows"] for c in r["cells"].values())
             print(f"{name} ({result['profile']}): {missing} cell(s) not run")
     except UserError as err:

@@ -125,6 +125,7 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
     """
     output_dir = Path(output_dir)
     choices, overrides = hydra_choices()
+    dry_sized(cfg)                                       # debug=dry only
     validate_config(cfg, choices)                        # before any data is read
     stage = cfg.get("stage", "train")
     if stage in ("train", "count") and OmegaConf.select(cfg, "model.net._target_", default=None) is None:
@@ -158,7 +159,17 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
         }
         write_record(output_dir / "metrics.json", record)
         try:
-            return run_cell(cfg, output_dir, record, started, resume, meta)
+            try:
+                return run_cell(cfg, output_dir, record, started, resume, meta)
+            except Exception as err:
+                missing = dry_missing_data(cfg, err)
+                if missing is None:
+                    raise
+                # a dry run (debug=dry) stops a cell whose data has no local copy with one line and goes on
+                record.update(status="dry", dry={"missing_data": missing}, wall_time_s=time.time() - started)
+                write_record(output_dir / "metrics.json", record)
+                log.warning("dry run: %s: no data: %s", output_dir, missing)
+                return record
         except BaseException as err:
             interrupted = isinstance(err, (KeyboardInterrupt, SystemExit))
             record.update(status="diverged" if isinstance(err, Diverged) else "failed",
@@ -184,18 +195,59 @@ def run_cell(cfg: DictConfig, output_dir: Path, record: dict, started: float, re
 
     pl.seed_everything(int(cfg.seed), workers=True)
     stage = cfg.get("stage", "train")
+    if is_dry(cfg) and stage not in DRY_STAGES:
+        record.update(metrics={}, params={}, dry={"skipped": f"stage={stage} has no dry mode: its steps and "
+                                                             "data are its pipeline's own settings"})
+        log.warning("dry run: %s: not run (stage=%s has no dry mode)", output_dir, stage)
     with integrity.recording_reads(*cell.data_roots(cfg, output_dir)) as reads:
-        STAGES[stage](cfg, output_dir, record, started=started, resume=resume, meta=meta, reads=reads)
+        if not record.get("dry"):
+            STAGES[stage](cfg, output_dir, record, started=started, resume=resume, meta=meta, reads=reads)
     record["data_files"] = reads.digests()
     if record["data_digest"] is None and record["data_files"]:
         record["data_digest"] = integrity.combined_digest(record["data_files"])
     record.setdefault("wall_time_s", time.time() - started)
     if stage in ("pipeline", "stats"):
         check_finite(stage, record.get("metrics") or {})
-    record["status"] = "finished"
+    record["status"] = "dry" if is_dry(cfg) else "finished"   # a dry record is never reused nor a table value
     write_record(output_dir / "metrics.json", record)
     log.info("Wrote %s", output_dir / "metrics.json")
     return record
+
+
+DRY_STAGES = ("train", "count")   # the stages a dry run (debug=dry) runs; pipeline/stats cells are only recorded
+
+
+def is_dry(cfg: DictConfig) -> bool:
+    """A dry run at full size (conf/debug/dry.yaml): its record's status is "dry", never "finished"."""
+    return bool(OmegaConf.select(cfg, "dry", default=False))
+
+
+def dry_sized(cfg: DictConfig) -> None:
+    """debug=dry: the datamodule's `batch_size` / `eval_batch_size` set to `dry_batch_size` (micro-batches of 1-2).
+
+    Set on the datamodule node itself, so a size fed by an interpolation (multi-hot's `${mlm.batch_size}`) is
+    replaced too; the sequence length stays the paper's.
+    """
+    size = OmegaConf.select(cfg, "dry_batch_size", default=None)
+    dm = OmegaConf.select(cfg, "dataset.datamodule", default=None)
+    if not is_dry(cfg) or size is None or not isinstance(dm, DictConfig):
+        return
+    for key in ("batch_size", "eval_batch_size"):
+        if key in dm:
+            dm[key] = int(size)
+
+
+def dry_missing_data(cfg: DictConfig, err: BaseException) -> str | None:
+    """In a dry run, the one line naming data that has no local copy (hub unreachable, file absent); else None."""
+    if not is_dry(cfg):
+        return None
+    chain = _causes(err) + ([err.__context__] if err.__context__ is not None else [])
+    if not any(isinstance(e, (FileNotFoundError, ConnectionError)) or type(e).__name__ in HUB_ERRORS
+               or (isinstance(e, UserError) and re.search(r"LANGREPR_DATA_DIR|not found|no such file|does not exist|"
+                                                          r"Hugging Face Hub|export", str(e), re.I))
+               for e in chain if e is not None):
+        return None
+    return " ".join((user_message(err) or one_line(err)).split())
 
 
 def check_finite(stage: str, metrics: dict[str, float | None]) -> None:
