@@ -21,7 +21,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -29,9 +28,7 @@ from torchmetrics import MeanMetric, MinMetric
 
 from langrepr.errors import UserError
 from langrepr.pipelines.bitcipher.cipher_embedding import cached_cipher_embedding
-from langrepr.tasks.masked_lm import log_test_nll
-from langrepr.tasks.optim import configure
-from langrepr.tasks.trackers import KeepsTrackers
+from langrepr.tasks.base import NLLTask
 
 
 def next_token_targets(input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -51,7 +48,7 @@ def training_stream(datamodule: Any) -> np.ndarray:
     return ids[mask.bool()].numpy()
 
 
-class CausalLMTask(KeepsTrackers, pl.LightningModule):
+class CausalLMTask(NLLTask):
     """Next-word LM over a net like `langrepr.models.causal_lm.CausalTransformerLM`.
 
     Args:
@@ -65,22 +62,18 @@ class CausalLMTask(KeepsTrackers, pl.LightningModule):
 
     def __init__(self, net: nn.Module, optimizer: Callable, scheduler: Callable | None = None,
                  warm_start: dict | None = None, freeze_embedding_steps: int = 0, **datamodule_kwargs: Any) -> None:
-        super().__init__()
+        super().__init__(net, optimizer, scheduler)
         if freeze_embedding_steps < 0:
             raise UserError(f"freeze_embedding_steps={freeze_embedding_steps}: use 0 (never frozen) or more steps")
-        self.net = net
-        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.warm_start = dict(warm_start) if warm_start else None
         self.freeze_embedding_steps = int(freeze_embedding_steps)
-        self.test_split_names: list[str] = ["test"]
         self.val_nll, self.val_ppl_best = MeanMetric(), MinMetric()
         self._warm_started = False
         self.val_ppl_first: float | None = None        # the start of the curve, where a warm start should show
 
     # ---------------------------------------------------------------- warm start
     def setup(self, stage: str) -> None:
-        if not hasattr(self, "test_nll"):
-            self.test_nll = nn.ModuleList(MeanMetric() for _ in self.test_split_names)
+        super().setup(stage)
         if stage == "fit" and self.warm_start and not self._warm_started:
             self.apply_warm_start(training_stream(self.trainer.datamodule))
 
@@ -125,9 +118,7 @@ class CausalLMTask(KeepsTrackers, pl.LightningModule):
             self.val_nll.update(loss, weight=n)
 
     def on_validation_epoch_end(self) -> None:
-        nll = self.val_nll.compute()
-        self.val_nll.reset()
-        self.log_dict({"val/nll": nll, "val/ppl": nll.exp()}, prog_bar=True)
+        nll = self.log_val_nll()
         if not self.trainer.sanity_checking:
             if self.val_ppl_first is None:
                 self.val_ppl_first = float(nll.exp())
@@ -138,13 +129,6 @@ class CausalLMTask(KeepsTrackers, pl.LightningModule):
         loss, n = self._nll(batch)
         if n:
             self.test_nll[dataloader_idx].update(loss, weight=n)
-
-    def on_test_epoch_end(self) -> None:
-        log_test_nll(self)
-
-    def configure_optimizers(self) -> dict:
-        return configure(self, self.optimizer_factory, self.scheduler_factory,
-                         self.trainer.estimated_stepping_batches)
 
 
 def causal_unigram_ppl(datamodule: Any, output_dir: str, smoothing: float = 1.0) -> dict[str, float]:

@@ -11,25 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, MinMetric
 
-from langrepr.tasks.optim import configure
-from langrepr.tasks.trackers import KeepsTrackers
+from langrepr.tasks.base import NLLTask
 
 IGNORE_INDEX = -100
 EVAL_MASK_SEED = 1234  # default seed of the fixed validation/test masks
-
-
-def log_test_nll(task: pl.LightningModule) -> None:
-    """Log and reset each test split's token-weighted NLL and its perplexity (masked and causal LM tasks)."""
-    for name, metric in zip(task.test_split_names, task.test_nll):
-        nll = metric.compute()
-        metric.reset()
-        task.log_dict({f"test/{name}/nll": nll, f"test/{name}/ppl": nll.exp()}, add_dataloader_idx=False)
 
 
 def mask_tokens(
@@ -73,7 +63,7 @@ def eval_mask_generator(seed: int, batch_idx: int, dataloader_idx: int = 0) -> t
     return g
 
 
-class MaskedLMTask(KeepsTrackers, pl.LightningModule):
+class MaskedLMTask(NLLTask):
     """Encoder-only masked LM over a net like `langrepr.models.tensorcoder.MaskedLMModel`.
 
     The net maps (input_ids, attention_mask, select) to the logits of the selected positions (K, V).
@@ -95,19 +85,12 @@ class MaskedLMTask(KeepsTrackers, pl.LightningModule):
         mask_prob: float = 0.15,
         eval_mask_seed: int = EVAL_MASK_SEED,
     ) -> None:
-        super().__init__()
+        super().__init__(net, optimizer, scheduler)
         if not 0.0 < mask_prob < 1.0:
             raise ValueError(f"mask_prob must be in (0, 1), got {mask_prob}")
-        self.net = net
-        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.mask_token_id, self.num_special_tokens = mask_token_id, num_special_tokens
         self.mask_prob, self.eval_mask_seed = mask_prob, eval_mask_seed
-        self.test_split_names: list[str] = ["test"]
         self.val_nll, self.val_nll_best = MeanMetric(), MinMetric()
-
-    def setup(self, stage: str) -> None:
-        if not hasattr(self, "test_nll"):
-            self.test_nll = nn.ModuleList(MeanMetric() for _ in self.test_split_names)
 
     def _loss(self, batch: dict, generator: torch.Generator | None) -> tuple[Tensor, int]:
         ids, labels = mask_tokens(batch["input_ids"], batch["attention_mask"], self.mask_token_id,
@@ -129,9 +112,7 @@ class MaskedLMTask(KeepsTrackers, pl.LightningModule):
         self.val_nll.update(loss, weight=n)
 
     def on_validation_epoch_end(self) -> None:
-        nll = self.val_nll.compute()
-        self.val_nll.reset()
-        self.log_dict({"val/nll": nll, "val/ppl": nll.exp()}, prog_bar=True)
+        nll = self.log_val_nll()
         if not self.trainer.sanity_checking:
             self.val_nll_best.update(nll)
             self.log("val/nll_best", self.val_nll_best.compute())
@@ -139,10 +120,3 @@ class MaskedLMTask(KeepsTrackers, pl.LightningModule):
     def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
         loss, n = self._loss(batch, self._eval_generator(batch_idx, dataloader_idx + 1))
         self.test_nll[dataloader_idx].update(loss, weight=n)
-
-    def on_test_epoch_end(self) -> None:
-        log_test_nll(self)
-
-    def configure_optimizers(self) -> dict:
-        return configure(self, self.optimizer_factory, self.scheduler_factory,
-                         self.trainer.estimated_stepping_batches)

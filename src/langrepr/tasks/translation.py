@@ -17,15 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytorch_lightning as pl
 import sacrebleu
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import MaxMetric, MeanMetric
 
-from langrepr.tasks.optim import configure
-from langrepr.tasks.trackers import KeepsTrackers
+from langrepr.tasks.base import NetTask
 
 IGNORE_INDEX = -100
 
@@ -92,7 +90,7 @@ def beam_search(
     return [max(f)[1] if f else [] for f in finished]
 
 
-class TranslationTask(KeepsTrackers, pl.LightningModule):
+class TranslationTask(NetTask):
     """Sequence-to-sequence translation with label smoothing, beam search and sacreBLEU."""
 
     tracked = ("val_bleu_best",)   # best-so-far trackers, carried through checkpoints (tasks/trackers.py)
@@ -110,13 +108,10 @@ class TranslationTask(KeepsTrackers, pl.LightningModule):
         max_len_b: int = 10,
         val_bleu: bool = False,
     ) -> None:
-        super().__init__()
-        self.net = net
-        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        super().__init__(net, optimizer, scheduler)
         self.detokenize = detokenize
         self.label_smoothing, self.beam_size, self.length_penalty = label_smoothing, beam_size, length_penalty
         self.max_len_a, self.max_len_b, self.val_bleu = max_len_a, max_len_b, val_bleu
-        self.test_split_names: list[str] = ["test"]
         self.val_nll, self.val_bleu_best = MeanMetric(), MaxMetric()
         self._hyps: dict[str, list[str]] = {}
         self._refs: dict[str, list[str]] = {}
@@ -184,7 +179,3 @@ class TranslationTask(KeepsTrackers, pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         for name in self.test_split_names:
             self.log(f"test/{name}/bleu", torch.tensor(self._bleu(name)), add_dataloader_idx=False)
-
-    def configure_optimizers(self) -> dict:
-        return configure(self, self.optimizer_factory, self.scheduler_factory,
-                         self.trainer.estimated_stepping_batches)
