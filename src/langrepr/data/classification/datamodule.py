@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
+from torch.utils.data import DataLoader, Dataset
 
 from langrepr.data.classification.sources import (
     read_hub,
@@ -25,6 +25,7 @@ from langrepr.data.classification.sources import (
     stratified_split,
 )
 from langrepr.data.classification.vocab import WordTokenizer
+from langrepr.data.loaders import SplitLoaders, batch_loader
 from langrepr.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class _Split(Dataset):
                 "labels": torch.from_numpy(self.labels[np.asarray(idx)])}
 
 
-class TextClassificationDataModule(pl.LightningDataModule):
+class TextClassificationDataModule(SplitLoaders, pl.LightningDataModule):
     """Single- or multi-label text classification over word ids.
 
     Args:
@@ -65,6 +66,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
         max_train_samples / max_eval_samples: caps (a class-stratified subset), None = all.
         tokenizer: a `WordTokenizer` (the model config's ``tokenizer:``, injected by train.py).
     """
+
+    val_split = "val"
 
     def __init__(self, name: str, data_dir: str | None = None, class_names: list[str] | None = None,
                  tokenizer: WordTokenizer | None = None, batch_size: int = 100, num_workers: int = 0,
@@ -188,20 +191,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
     # --- loaders ----------------------------------------------------------------------------
     def _loader(self, name: str, shuffle: bool) -> DataLoader:
         self._build()
-        ds = self._splits[name]
-        sampler = (RandomSampler(ds, generator=torch.Generator().manual_seed(self.seed)) if shuffle
-                   else SequentialSampler(ds))
-        return DataLoader(ds, sampler=BatchSampler(sampler, self.batch_size, drop_last=False), batch_size=None,
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", shuffle=False)
-
-    def test_dataloader(self) -> list[DataLoader]:
-        return [self._loader("test", shuffle=False)]
+        return batch_loader(self._splits[name], self.batch_size, shuffle, self.seed, self.num_workers)
 
     def texts_and_labels(self, split: str) -> tuple[list[str], list]:
         """Raw texts and labels of a built split (the same rows the nets see), for the reference rows."""

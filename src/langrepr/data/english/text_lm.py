@@ -27,6 +27,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from langrepr.data.integrity import check_corpus, file_digests
+from langrepr.data.loaders import SplitLoaders, make_loader
 from langrepr.data.text_files import not_utf8
 from langrepr.errors import UserError
 
@@ -86,7 +87,7 @@ def to_blocks(ids: list[int], seq_len: int) -> tuple[torch.Tensor, torch.Tensor]
     return flat.view(n, seq_len), mask.view(n, seq_len)
 
 
-class TextLMDataModule(pl.LightningDataModule):
+class TextLMDataModule(SplitLoaders, pl.LightningDataModule):
     """Blocks of ``seq_len`` word ids from a word-level corpus, for masked LM."""
 
     def __init__(
@@ -196,15 +197,5 @@ class TextLMDataModule(pl.LightningDataModule):
         return {"input_ids": torch.stack(ids), "attention_mask": torch.stack(mask)}
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        return DataLoader(self._data[split], batch_size=self.batch_size, shuffle=shuffle,
-                          num_workers=self.num_workers, collate_fn=self._collate,
-                          persistent_workers=self.num_workers > 0)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("validation", shuffle=False)
-
-    def test_dataloader(self) -> list[DataLoader]:
-        return [self._loader("test", shuffle=False)]
+        return make_loader(self._data[split], self.num_workers, batch_size=self.batch_size, shuffle=shuffle,
+                           collate_fn=self._collate)

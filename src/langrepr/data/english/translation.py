@@ -30,6 +30,7 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from langrepr.data.integrity import file_digests
+from langrepr.data.loaders import SplitLoaders, make_loader
 from langrepr.data.text_files import not_utf8
 from langrepr.errors import UserError
 
@@ -95,7 +96,7 @@ class LengthBucketBatchSampler(Sampler[list[int]]):
                    for s in range(0, len(self.lengths), self.pool))
 
 
-class TranslationDataModule(pl.LightningDataModule):
+class TranslationDataModule(SplitLoaders, pl.LightningDataModule):
     """Source/target pairs -> padded id batches plus raw reference strings for BLEU."""
 
     def __init__(
@@ -261,14 +262,4 @@ class TranslationDataModule(pl.LightningDataModule):
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         lengths = [max(len(s), len(t)) for s, t, _ in self._data[split]]
         sampler = LengthBucketBatchSampler(lengths, self.batch_size, shuffle)
-        return DataLoader(self._data[split], batch_sampler=sampler, num_workers=self.num_workers,
-                          collate_fn=self._collate, persistent_workers=self.num_workers > 0)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("validation", shuffle=False)
-
-    def test_dataloader(self) -> list[DataLoader]:
-        return [self._loader("test", shuffle=False)]
+        return make_loader(self._data[split], self.num_workers, batch_sampler=sampler, collate_fn=self._collate)

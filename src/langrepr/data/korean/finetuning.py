@@ -18,10 +18,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
+from langrepr.data.korean.base import MultiHotDataModule
 from langrepr.data.korean.downstream import collate_sentences, collate_tagging, load_tagged, tagging_input
 from langrepr.data.korean.encoding import MorphemeEncoder
 from langrepr.data.korean.korquad import load_korquad
@@ -36,7 +36,7 @@ from langrepr.data.korean.srl import predicate_segment
 log = logging.getLogger(__name__)
 
 
-class FinetuneDataModule(pl.LightningDataModule):
+class FinetuneDataModule(MultiHotDataModule):
     """What every multi-hot fine-tuning datamodule shares; subclasses read, encode and collate their task.
 
     Args:
@@ -101,17 +101,9 @@ class FinetuneDataModule(pl.LightningDataModule):
         self._built = True
 
     @property
-    def net_kwargs(self) -> dict:
-        return {"vocab_size": self.vocab_size}
-
-    @property
     def task_kwargs(self) -> dict:
         return {"encoder_checkpoint": self.checkpoint, "pretraining_metrics": dict(self.pretraining_metrics),
                 **self.scoring_kwargs()}
-
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train_items, batch_size=self.batch_size, shuffle=True, collate_fn=self.collate,
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
     def test_dataloader(self) -> list[DataLoader]:
         return [DataLoader(self.test_items, batch_size=self.batch_size, shuffle=False, collate_fn=self.collate,

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
+from langrepr.data.korean.base import MultiHotDataModule
 from langrepr.data.korean.batching import (
     SentencePair,
     collate_groups,
@@ -78,7 +78,7 @@ class EvalCollator:
         return {**batch, "chunk": chunk.index}   # a chunk scored twice (DDP evens the shares) counts once
 
 
-class PretrainingDataModule(pl.LightningDataModule):
+class PretrainingDataModule(MultiHotDataModule):
     """Multi-hot MLM batches of one corpus and token list; `val` and `test` both score the held-out tail.
 
     Args:
@@ -137,16 +137,8 @@ class PretrainingDataModule(pl.LightningDataModule):
         self._built = True
 
     @property
-    def net_kwargs(self) -> dict:
-        return {"vocab_size": self.vocab_size}
-
-    @property
     def task_kwargs(self) -> dict:
         return {"unigram_log_probs": self.unigram}
-
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train_items, batch_size=self.batch_size, shuffle=True, collate_fn=self.collate,
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
     def _eval_loader(self) -> DataLoader:
         seed = EVAL_MASK_SEED + 1_000_003 * self.seed

@@ -33,9 +33,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
+from torch.utils.data import DataLoader, Dataset
 
 from langrepr.data.integrity import check_documents, read_manifest_checked, verify_manifest
+from langrepr.data.loaders import SplitLoaders, batch_loader
 from langrepr.data.patents.files import SPLITS, join_claims, manifest_digest, split_counts
 from langrepr.data.patents.labels import LABELINGS, LabelVocabulary, table2_stats
 from langrepr.errors import UserError
@@ -137,7 +138,7 @@ class _EncodedSplit(Dataset):
                 "labels": torch.from_numpy(labels)}
 
 
-class PatentDataModule(pl.LightningDataModule):
+class PatentDataModule(SplitLoaders, pl.LightningDataModule):
     """Multi-label CPC subclass classification over a parquet export (real or synthetic).
 
     Args:
@@ -150,6 +151,8 @@ class PatentDataModule(pl.LightningDataModule):
         seed: picks the val hold-out and the sample subsets (not the model seed).
         val_fraction: share of the (capped) train split held out for validation.
     """
+
+    val_split = "val"
 
     def __init__(self, data_dir: str | None = None, labeling: str = "first_later", batch_size: int = 32,
                  num_workers: int = 0, max_train_samples: int | None = None,
@@ -339,19 +342,7 @@ class PatentDataModule(pl.LightningDataModule):
     # --- loaders ----------------------------------------------------------------------------
     def _loader(self, name: str, shuffle: bool) -> DataLoader:
         self._build()
-        ds = self._splits[name]
-        if shuffle:
-            sampler = RandomSampler(ds, generator=torch.Generator().manual_seed(self.seed))
-        else:
-            sampler = SequentialSampler(ds)
-        return DataLoader(ds, sampler=BatchSampler(sampler, self.batch_size, drop_last=False), batch_size=None,
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", shuffle=False)
+        return batch_loader(self._splits[name], self.batch_size, shuffle, self.seed, self.num_workers)
 
     def test_dataloader(self) -> list[DataLoader]:
         return [self._loader(name, shuffle=False) for name in self.test_splits]
