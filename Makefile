@@ -7,7 +7,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 RUN := $(PY) -m langrepr.train
-RENDER := $(PY) -m langrepr.tables
+RENDER := $(PY) -m langrepr.tables $(if $(DRY),--dry)
+# DRY=1: every table target runs its cells as dry runs at full size (conf/debug/dry.yaml: 2 steps, micro-batches of
+# 2, outputs/dry/...) and renders <table>.dry.md; every cell marked dry, never a result
+override ARGS += $(if $(DRY),debug=dry)
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-all lint smoke bench tables clean \
@@ -17,7 +20,7 @@ RENDER := $(PY) -m langrepr.tables
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  \033[1m%-22s\033[0m %s\n", $$1, $$2}'
-	@echo "  PROFILE=quick|full (default full = the paper's settings)"
+	@echo "  PROFILE=quick|full (default full = the paper's settings); DRY=1: a dry run of every cell at full size"
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -207,11 +207,11 @@ def dry_notes(rows: list[dict]) -> list[str]:
     """One note per distinct failure / missing-data line of a dry render, naming the cells it stopped."""
     found: dict[tuple[str, str], list[str]] = {}
     for row in rows:
-        for name, cell in row["cells"].items():
+        for cell in row["cells"].values():
             for kind in ("failed", "missing_data", "skipped"):
                 for line in (cell.get("dry") or {}).get(kind, []):
-                    found.setdefault((kind, line), []).append(f"{row['key']} / {name}")
-    label = {"failed": "DRY FAILED", "missing_data": "no local data", "skipped": "not run dry"}
+                    found.setdefault((kind, line), []).append(row["key"])
+    label = {"failed": "DRY FAILED", "missing_data": "dry: no data", "skipped": "dry: skipped"}
     return [f"{label[k]} ({', '.join(dict.fromkeys(cells))}): {line}" for (k, line), cells in found.items()]
 
 
@@ -317,7 +317,7 @@ def fmt_ours(cell: dict, pattern: str) -> str:
         if dry["missing_data"]:
             return "dry: no data"
         if dry["skipped"]:
-            return "dry: not run"
+            return "dry: skipped"   # not "not run": reference rows show "not run" as "—"
         return "dry ✓" if dry["ok"] else "not run"
     if cell["ours"] is None:
         if cell.get("stale"):
