@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 WORDS = {"the": ("DET", "O"), "cat": ("NOUN", "O"), "sat": ("VERB", "O"), "on": ("ADP", "O"),
@@ -36,16 +37,31 @@ TOPICS = {1: "ball team match goal score", 2: "market stock bank profit trade", 
           4: "chip software phone data code"}
 
 
+def write_topic_csv(path: Path, per_class: int, fields: Callable[[int, list[str]], list[str]]) -> Path:
+    """A Zhang et al. 2015-style CSV, every field quoted.
+
+    per_class rows of each of the four TOPICS, each row its class index and then ``fields(i, topic_words)``.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f, quoting=csv.QUOTE_ALL)
+        for i in range(per_class):
+            for label, words in TOPICS.items():
+                writer.writerow([label, *fields(i, words.split())])
+    return path
+
+
 def write_zhang(folder: Path, per_class: int = 6) -> Path:
     """An AG News-style folder (train.csv, test.csv: class index, title, description)."""
-    folder.mkdir(parents=True, exist_ok=True)
     for name in ("train.csv", "test.csv"):
-        with (folder / name).open("w", newline="") as f:
-            writer = csv.writer(f, quoting=csv.QUOTE_ALL)
-            for i in range(per_class):
-                for label, words in TOPICS.items():
-                    w = words.split()
-                    writer.writerow([label, f"{w[i % 5]} news {i}", " ".join(w)])
+        write_topic_csv(folder / name, per_class, lambda i, w: [f"{w[i % 5]} news {i}", " ".join(w)])
+    return folder
+
+
+def write_agnews_test(folder: Path, per_class: int) -> Path:
+    """An AG News-style test.csv alone, per_class rows of each of four topics."""
+    write_topic_csv(folder / "test.csv", per_class,
+                    lambda i, w: [f"{w[i % 5]} today", f"{w[(i + 1) % 5]} and {w[(i + 3) % 5]} news {i}"])
     return folder
 
 
@@ -53,18 +69,26 @@ REVIEWS = ["영화가 정말 재미있었다", "배우들의 연기가 좋았다
            "감독의 다음 작품이 기대된다", "아르키메데스 이야기는 신기했다"]
 
 
-def write_korean_quick(root: Path) -> Path:
+def write_korquad_dev(root: Path, version: str | None = None) -> Path:
+    """korquad1/KorQuAD_v1.0_dev.json: ten one-question articles (with a "version" field when given)."""
+    (root / "korquad1").mkdir(parents=True, exist_ok=True)
+    articles = [{"title": f"문서{i}", "paragraphs": [{"context": f"문서{i}는 19{i}0년에 세워졌다. 그 뒤 서울로 옮겼다.", "qas": [
+        {"id": f"q{i}", "question": "세워진 해는?", "answers": [{"text": f"19{i}0년", "answer_start": 5}]}]}]}
+        for i in range(10)]
+    payload = {"version": version, "data": articles} if version else {"data": articles}
+    path = root / "korquad1" / "KorQuAD_v1.0_dev.json"
+    path.write_text(json.dumps(payload, ensure_ascii=False))
+    return path
+
+
+def write_korean_quick(root: Path, reviews: int = 60, korquad_version: str | None = None) -> Path:
     """The files the quick Korean corpus reads: NSMC raw reviews, KorQuAD dev, KLUE NLI/STS dev."""
     (root / "nsmc").mkdir(parents=True, exist_ok=True)
     with gzip.open(root / "nsmc" / "nsmc_raw_reviews.tsv.gz", "wt") as fh:
         fh.write("review_id\tmovie_id\trating\tdate\treview\n")
-        for i in range(60):
+        for i in range(reviews):
             fh.write(f"{i}\t{i % 7}\t{5 + i % 4}\t14.08.01\t{REVIEWS[i % 6]} {REVIEWS[(i * 5) % 6]}\n")
-    (root / "korquad1").mkdir(exist_ok=True)
-    articles = [{"title": f"문서{i}", "paragraphs": [{"context": f"문서{i}는 19{i}0년에 세워졌다. 그 뒤 서울로 옮겼다.", "qas": [
-        {"id": f"q{i}", "question": "세워진 해는?", "answers": [{"text": f"19{i}0년", "answer_start": 5}]}]}]}
-        for i in range(10)]
-    (root / "korquad1" / "KorQuAD_v1.0_dev.json").write_text(json.dumps({"data": articles}, ensure_ascii=False))
+    write_korquad_dev(root, korquad_version)
     (root / "klue").mkdir(exist_ok=True)
     (root / "klue" / "klue-nli-v1.1_dev.json").write_text(json.dumps(
         [{"premise": "숙소가 깨끗했습니다.", "hypothesis": "방이 더러웠습니다."}], ensure_ascii=False))

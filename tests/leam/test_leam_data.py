@@ -20,21 +20,12 @@ from langrepr.pipelines.references.classification import (
     multilabel_scores,
     time_training_iterations,
 )
-
-TOPICS = {1: "ball team match goal score", 2: "market stock bank profit trade", 3: "vote law minister election war",
-          4: "chip software phone data code"}
+from tiny_data import write_topic_csv
 
 
 def write_zhang(folder: Path, name: str = "test.csv", per_class: int = 12) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f, quoting=csv.QUOTE_ALL)
-        for i in range(per_class):
-            for label, words in TOPICS.items():
-                w = words.split()
-                writer.writerow([label, f"{w[i % 5]} news {i}", f"{' '.join(w)} said \\n {w[(i + 2) % 5]}"])
-    return path
+    return write_topic_csv(folder / name, per_class,
+                           lambda i, w: [f"{w[i % 5]} news {i}", f"{' '.join(w)} said \\n {w[(i + 2) % 5]}"])
 
 
 def test_zhang_reader_joins_fields_and_rejects_bad_rows(tmp_path):

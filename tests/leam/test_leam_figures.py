@@ -15,21 +15,9 @@ import torch
 import yaml
 
 from conftest import ROOT
+from tiny_data import write_agnews_test
 
-TOPICS = ["ball team match goal score", "market stock bank profit trade", "vote law minister election war",
-          "chip software phone data code"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def _agnews_like(folder: Path) -> Path:
-    folder.mkdir(parents=True)
-    with (folder / "test.csv").open("w", newline="") as f:
-        writer = csv.writer(f, quoting=csv.QUOTE_ALL)
-        for i in range(15):
-            for label, words in enumerate(TOPICS, 1):
-                w = words.split()
-                writer.writerow([label, f"{w[i % 5]} today", f"{w[(i + 1) % 5]} and {w[(i + 3) % 5]} news {i}"])
-    return folder
 
 
 def _cell(root: Path, name: str, model: str, seed: int, acc: float, curve: list[tuple[int, float]] | None = None,
@@ -87,7 +75,7 @@ def artefacts(tmp_path) -> Path:
         for window in (1, 3, 5):
             _cell(table3, f"dataset=ag_news,leam_window={window},model=leam,seed={seed}", "leam", seed,
                   0.8 + 0.01 * window, config={"model": {"net": {"window": window}}})
-    _leam_run(table2 / "dataset=ag_news,model=leam,seed=1", _agnews_like(tmp_path / "agnews"), tmp_path / "cache")
+    _leam_run(table2 / "dataset=ag_news,model=leam,seed=1", write_agnews_test(tmp_path / "agnews", per_class=15), tmp_path / "cache")
     return outputs
 
 

@@ -6,7 +6,6 @@ then `langrepr.tables`. Data: a generated AG-News-like test.csv in a tmp LANGREP
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -17,22 +16,12 @@ import pytest
 import yaml
 
 from conftest import ROOT, run_cli
+from tiny_data import write_agnews_test
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
-TOPICS = ["ball team match goal score", "market stock bank profit trade", "vote law minister election war",
-          "chip software phone data code"]
-
-
 def _fake_agnews(root: Path) -> Path:
-    folder = root / "agnews"
-    folder.mkdir(parents=True)
-    with (folder / "test.csv").open("w", newline="") as f:
-        writer = csv.writer(f, quoting=csv.QUOTE_ALL)
-        for i in range(40):
-            for label, words in enumerate(TOPICS, 1):
-                w = words.split()
-                writer.writerow([label, f"{w[i % 5]} today", f"{w[(i + 1) % 5]} and {w[(i + 3) % 5]} news {i}"])
+    write_agnews_test(root / "agnews", per_class=40)
     return root
 
 

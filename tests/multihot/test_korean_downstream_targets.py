@@ -17,6 +17,7 @@ import pytest
 from langrepr import tables
 from langrepr.errors import UserError
 from langrepr.train import train
+from tiny_data import write_korquad_dev
 
 SENTENCES = ["박씨는 서울에 산다", "김씨가 부산에서 왔다", "한국은행이 금리를 올렸다", "이씨는 대구에 갔다"]
 CORPUS = ["dataset=korean_quick", "dataset.corpus.nsmc=40", "dataset.corpus.korquad=0", "dataset.corpus.klue=10",
@@ -62,12 +63,7 @@ def data_dir(tmp_path_factory):
         "predicate": {"form": "먹", "begin": 7, "end": 8}, "argument": [
             {"form": "철수가", "label": "ARG0", "begin": 0, "end": 3},
             {"form": "밥을", "label": "ARG1", "begin": 4, "end": 6}]}]} for i in range(12)]
-    (root / "korquad1").mkdir()
-    articles = [{"title": f"문서{i}", "paragraphs": [{"context": f"문서{i}는 19{i}0년에 세워졌다. 그 뒤 서울로 옮겼다.", "qas": [
-        {"id": f"q{i}", "question": "세워진 해는?", "answers": [{"text": f"19{i}0년", "answer_start": 5}]}]}]}
-        for i in range(10)]
-    (root / "korquad1" / "KorQuAD_v1.0_dev.json").write_text(
-        json.dumps({"version": "KorQuAD_v1.0_dev", "data": articles}, ensure_ascii=False))
+    write_korquad_dev(root, version="KorQuAD_v1.0_dev")
     (root / "srl.json").write_text(json.dumps({"document": [{"id": "d", "sentence": sentences}]}, ensure_ascii=False))
     return root
 

@@ -7,17 +7,13 @@ and its table renders; missing local data is a UserError naming the path. Table 
 
 from __future__ import annotations
 
-import gzip
-import json
-
 import pytest
 
 from langrepr import tables
 from langrepr.errors import UserError
 from langrepr.train import train
+from tiny_data import write_korean_quick
 
-REVIEWS = ["영화가 정말 재미있었다", "배우들의 연기가 좋았다", "음악이 아름다운 영화였다", "스토리가 조금 지루했다",
-           "감독의 다음 작품이 기대된다", "아르키메데스 이야기는 신기했다"]
 TINY = ["dataset=korean_quick", "dataset.corpus.nsmc=60", "dataset.corpus.korquad=40", "dataset.corpus.klue=20",
         "dataset.token_lists.bpe_size=200", "dataset.token_lists.pos_joined=20", "dataset.token_lists.syllables=60",
         "dataset.token_lists.dictionary_size=80"]
@@ -27,24 +23,7 @@ TINY_MLM = ["model.net.hidden_size=16", "model.net.num_layers=1", "model.net.int
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    (root / "nsmc").mkdir()
-    with gzip.open(root / "nsmc" / "nsmc_raw_reviews.tsv.gz", "wt") as fh:
-        fh.write("review_id\tmovie_id\trating\tdate\treview\n")
-        for i in range(80):
-            fh.write(f"{i}\t{i % 7}\t{5 + i % 4}\t14.08.01\t{REVIEWS[i % 6]} {REVIEWS[(i * 5) % 6]}\n")
-    (root / "korquad1").mkdir()
-    articles = [{"title": f"문서{i}", "paragraphs": [{"context": f"문서{i}는 19{i}0년에 세워졌다. 그 뒤 서울로 옮겼다.", "qas": [
-        {"id": f"q{i}", "question": "세워진 해는?", "answers": [{"text": f"19{i}0년", "answer_start": 5}]}]}]}
-        for i in range(10)]
-    (root / "korquad1" / "KorQuAD_v1.0_dev.json").write_text(
-        json.dumps({"version": "KorQuAD_v1.0_dev", "data": articles}, ensure_ascii=False))
-    (root / "klue").mkdir()
-    (root / "klue" / "klue-nli-v1.1_dev.json").write_text(json.dumps(
-        [{"premise": "숙소가 깨끗했습니다.", "hypothesis": "방이 더러웠습니다."}], ensure_ascii=False))
-    (root / "klue" / "klue-sts-v1.1_dev.json").write_text(json.dumps(
-        [{"sentence1": "호스트가 친절했습니다.", "sentence2": "주인이 친절했어요."}], ensure_ascii=False))
-    return root
+    return write_korean_quick(tmp_path_factory.mktemp("data"), reviews=80, korquad_version="KorQuAD_v1.0_dev")
 
 
 @pytest.mark.parametrize("table,extra", [("multihot_table1", []), ("multihot_table2", TINY_MLM),
