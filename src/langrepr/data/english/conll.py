@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from langrepr.data.text_files import not_utf8
+from langrepr.data.english.columns import read_column_sentences
 from langrepr.errors import UserError
 
 CONLL_FILES = {"train": "eng.train", "dev": "eng.testa", "test": "eng.testb"}
@@ -19,34 +19,17 @@ def read_conll(path: str | Path, tag_column: int = -1) -> list[tuple[list[str], 
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path} not found: set LANGREPR_DATA_DIR to a folder holding conll2003/{path.name}")
-    sentences, tokens, tags = [], [], []
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                line = line.strip()
-                if not line:
-                    if tokens:
-                        sentences.append((tokens, tags))
-                    tokens, tags = [], []
-                    continue
-                if line.startswith("-DOCSTART-"):
-                    continue
-                parts = line.split()
-                if len(parts) < 2:
-                    raise UserError(f"{path}:{lineno}: malformed line {line[:40]!r}: expected 'word ... TAG' columns")
-                tokens.append(parts[0])
-                tags.append(parts[tag_column])
-    except UnicodeDecodeError as err:
-        raise not_utf8(path, err, "point LANGREPR_DATA_DIR at the original release") from None
-    if tokens:
-        sentences.append((tokens, tags))
-    if not sentences:
-        raise UserError(f"{path} holds no sentences: check the file (empty split)")
-    found = {t for _, sentence_tags in sentences for t in sentence_tags}
-    if len(sentences) > 1 and len(found) == 1:
-        raise UserError(f"{path}: every token of its {len(sentences)} sentences has the tag {found.pop()!r}: the "
-                        "NER column is missing or the file is cut; point LANGREPR_DATA_DIR at the original release")
-    return sentences
+
+    def parse_row(line: str, lineno: int) -> tuple[str, str] | None:
+        line = line.strip()
+        if line.startswith("-DOCSTART-"):
+            return None
+        parts = line.split()
+        if len(parts) < 2:
+            raise UserError(f"{path}:{lineno}: malformed line {line[:40]!r}: expected 'word ... TAG' columns")
+        return parts[0], parts[tag_column]
+
+    return read_column_sentences(path, parse_row, "NER")
 
 
 def conll2003_splits(data_dir: str | Path) -> dict[str, list[tuple[list[str], list[str]]]]:

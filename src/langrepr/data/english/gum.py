@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from langrepr.data.text_files import not_utf8
+from langrepr.data.english.columns import read_column_sentences
 from langrepr.errors import UserError
 
 
@@ -18,37 +18,19 @@ def read_conllu(path: str | Path) -> list[tuple[list[str], list[str]]]:
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path} not found: set LANGREPR_DATA_DIR to a folder holding ud_english_gum/<release>/")
-    sentences, tokens, tags = [], [], []
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                line = line.rstrip("\n")
-                if not line.strip():
-                    if tokens:
-                        sentences.append((tokens, tags))
-                    tokens, tags = [], []
-                    continue
-                if line.startswith("#"):
-                    continue
-                cols = line.split("\t")
-                if len(cols) != 10:
-                    raise UserError(f"{path}:{lineno}: malformed CoNLL-U line (expected 10 tab-separated columns, "
-                                    f"got {len(cols)})")
-                if "-" in cols[0] or "." in cols[0]:
-                    continue
-                tokens.append(cols[1])
-                tags.append(cols[3])
-    except UnicodeDecodeError as err:
-        raise not_utf8(path, err, "point LANGREPR_DATA_DIR at the original release") from None
-    if tokens:
-        sentences.append((tokens, tags))
-    if not sentences:
-        raise UserError(f"{path} holds no sentences: check the file (empty split)")
-    found = {t for _, sentence_tags in sentences for t in sentence_tags}
-    if len(sentences) > 1 and len(found) == 1:
-        raise UserError(f"{path}: every token of its {len(sentences)} sentences has the tag {found.pop()!r}: the "
-                        "UPOS column is missing or the file is cut; point LANGREPR_DATA_DIR at the original release")
-    return sentences
+
+    def parse_row(line: str, lineno: int) -> tuple[str, str] | None:
+        if line.startswith("#"):
+            return None
+        cols = line.split("\t")
+        if len(cols) != 10:
+            raise UserError(f"{path}:{lineno}: malformed CoNLL-U line (expected 10 tab-separated columns, "
+                            f"got {len(cols)})")
+        if "-" in cols[0] or "." in cols[0]:
+            return None
+        return cols[1], cols[3]
+
+    return read_column_sentences(path, parse_row, "UPOS")
 
 
 def gum_splits(data_dir: str | Path, release: str = "r2.5") -> dict[str, list[tuple[list[str], list[str]]]]:
