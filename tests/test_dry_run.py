@@ -121,6 +121,13 @@ def test_ewe_table3_dry_cell_names_the_missing_uspto_export(tmp_path):
     assert "USPTO export not found" in record["dry"]["missing_data"]
 
 
+def test_ewe_table3_dry_cell_on_the_synthetic_stand_in_at_full_size(tmp_path):
+    """The wiring of a full EWE cell (ALBERT_EWE, the smallest) on the generated synthetic patents (no data needed)."""
+    (record,) = dry_cell(tmp_path, "experiment=ewe_table3", "dataset=synthetic", "model=albert_ewe")
+    ran_two_steps(record)
+    assert record["params"]["total"] > 5_000_000     # the paper's ALBERT_EWE (~8M), not the smoke widths
+
+
 def test_multihot_pretrain_dry_cell_names_the_missing_corpus(tmp_path):
     if DATA is not None and (DATA / "nikl_modu" / "newspaper.txt").exists():
         pytest.skip("the MODU newspaper corpus is present: the slow test runs its dry cells")
