@@ -65,5 +65,8 @@ def test_bitcipher_table_targets_run_and_render_on_tiny_text(tmp_path):
         assert render.returncode == 0, render.stderr[-3000:]
         table = command[1]
         result = json.loads((out / "tables" / f"{table}.quick.json").read_text())
-        missing = [row["key"] for row in result["rows"] for c in row["cells"].values() if c["ours"] is None]
+        # every test word of the tiny probe data occurs in its training split: the unseen-word accuracies are
+        # undefined there (recorded as None, not NaN, so that NaN can mean diverged), so those columns may be empty
+        missing = [row["key"] for row in result["rows"] for name, c in row["cells"].items()
+                   if c["ours"] is None and "unseen" not in name]
         assert not missing, f"{table}: rows of the smoke sweep did not run: {missing}"
