@@ -169,3 +169,14 @@ def test_rejudge_fills_a_row_read_from_another_table_from_that_tables_json(tmp_p
     result = rejudge("ewe_table5", "quick", tmp_path)
     row = next(r for r in result["rows"] if "CANINE_ORIG" in r["key"])
     assert row["cells"]["2015A F1"]["ours"] == 55.8 and row["cells"]["2015A F1"]["n"] == 3
+
+
+def test_rejudge_keeps_the_data_line_of_the_runs_and_notes_a_newer_recipe(tmp_path):
+    render("tensorcoder_table3", "quick", tmp_path)
+    path = tmp_path / "tables" / "tensorcoder_table3.quick.json"
+    table = json.loads(path.read_text())
+    table["data"] = "QUICK: the recipe these cells ran"
+    path.write_text(json.dumps(table))
+    result = rejudge("tensorcoder_table3", "quick", tmp_path)
+    assert result["data"] == "QUICK: the recipe these cells ran"
+    assert any(n.startswith("These cells ran under an earlier recipe") for n in result["notes"])

@@ -575,9 +575,13 @@ def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs") 
             cells[column["name"]] = cell
         rows.append({"key": row["key"], "reference": bool(row.get("reference", False)), "cells": cells})
     apply_floors(spec, rows)
+    notes = list(spec.get("notes", [])) + shared_notes(spec, cfg.run_id)
+    ran = old.get("data") or spec.get("data", "")   # the data line describes the runs behind the cells: keep it
+    if spec.get("data") and spec["data"] != ran:
+        notes.append(f"These cells ran under an earlier recipe (the data line above); the current one is: "
+                     f"{spec['data']}. `make {table.replace('_', '-')} PROFILE={profile}` re-runs them.")
     result = dict(old, title=spec["title"], columns=[c["name"] for c in spec["columns"]], rows=rows,
-                  claims=judge_claims(spec, rows), data=spec.get("data", ""),
-                  notes=list(spec.get("notes", [])) + shared_notes(spec, cfg.run_id))
+                  claims=judge_claims(spec, rows), data=ran, notes=notes)
     write_json_atomic(path, result)
     write_text_atomic(path.with_suffix(".md"), to_markdown(result, spec))
     log.info("Re-judged %s", path.with_suffix(".md"))
@@ -607,7 +611,13 @@ def main(argv: list[str] | None = None) -> None:
     try:
         for name in names:
             if args.rejudge:
-                result = rejudge(name, args.profile, args.outputs)
+                try:
+                    result = rejudge(name, args.profile, args.outputs)
+                except UserError as err:
+                    if args.tables != ["all"]:
+                        raise
+                    print(f"{name}: skipped ({err})")   # `all`: a table never rendered has nothing to re-judge
+                    continue
                 marks = [c.get("verdict") for c in result["claims"]]
                 print(f"{name} ({result['profile']}): " + ", ".join(f"{marks.count(m)} {m}" for m in dict.fromkeys(marks)))
                 continue
