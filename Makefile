@@ -55,9 +55,11 @@ bench: $(STAMP) ## benchmarks: ratios (median and spread over interleaved rounds
 tables: $(STAMP) ## render every table from the runs already in outputs/ (no training)
 	$(RENDER) all --profile $(PROFILE)
 
-.PHONY: report
+.PHONY: report quick-all
 report: $(STAMP) ## one results page from what has run: outputs/report/report.{md,html} (tables, curves, bench plots)
 	$(PY) -m langrepr.report
+quick-all: $(STAMP) ## every quick table, each one's wall time measured: outputs/quick/wall_times.json (TARGETS="a b" for a subset)
+	$(PY) scripts/quick_all.py $(if $(TARGETS),--targets $(TARGETS))
 plan: $(STAMP) ## cost plan of the full profile per table: outputs/plan/<table>.md
 	$(PY) -m langrepr.plan --profile $(PROFILE) $(if $(TABLE),--table $(TABLE))
 
