@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from langrepr.errors import UserError
+from langrepr.utils import open_mode
 
 Morpheme = tuple[str, str]
 _WORKER_KIWI = None
@@ -100,6 +101,7 @@ def cached_analysis(name: str, sentences: Sequence[str], cache_dir: str | Path, 
 def write_analysis(path: Path, analysed: Iterable[list[Morpheme]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    open_mode(fd)       # the cached analysis is shared like the rest of the cache, not owner-only
     os.close(fd)
     try:
         with gzip.open(tmp, "wt", encoding="utf-8") as fh:
