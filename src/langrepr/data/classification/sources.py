@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from langrepr.data.hub import load_hub
 from langrepr.data.text_files import not_utf8
 from langrepr.errors import UserError
 
@@ -159,19 +160,18 @@ def read_hub(name: str, cache_dir: str | None = None) -> tuple[Splits, dict]:
     """The Zhang et al. splits from the HF hub (needs internet the first time)."""
     if name not in HF_IDS:
         raise UserError(f"no hub source for data set {name!r}: choose one of {', '.join(HF_IDS)} or give data_dir")
-    import datasets
-
     hub_id, columns = HF_IDS[name]
     label_column = LABEL_COLUMNS.get(name, "label")
     try:
-        ds = datasets.load_dataset(hub_id, cache_dir=cache_dir)
+        ds = load_hub(hub_id, cache_dir=cache_dir)
     except Exception as err:  # offline, renamed dataset, ...: one line that says what to do
         raise UserError(f"could not load {hub_id} from the HF hub ({type(err).__name__}): go online once, or set "
                         "dataset.datamodule.data_dir to a local copy of the Zhang et al. CSVs") from None
     splits = {}
     for split in ("train", "test"):
         part = ds[split]
-        texts = [" ".join(str(part[c][i] or "") for c in columns) for i in range(len(part))]
+        fields = [part[c] for c in columns]     # each column read once (part[c][i] would re-read it per row)
+        texts = [" ".join(str(v or "") for v in row) for row in zip(*fields)]
         splits[split] = (texts, [int(x) for x in part[label_column]])
     return splits, {"source": f"hf:{hub_id}", "split": "official train/test"}
 

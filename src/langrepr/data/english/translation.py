@@ -29,6 +29,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Sampler
 
+from langrepr.data.hub import describe, load_hub
 from langrepr.data.integrity import file_digests
 from langrepr.data.loaders import SplitLoaders, make_loader
 from langrepr.data.text_files import not_utf8
@@ -110,6 +111,8 @@ class TranslationDataModule(SplitLoaders, pl.LightningDataModule):
         holdout_validation: int = 0,
         hub_name: str | None = None,
         hub_config: str | None = None,
+        hub_revision: str | None = None,
+        hub_data_dir: str | None = None,
         hub_splits: dict[str, str] | None = None,
         unescape_xml: bool = False,
         test_name: str = "test",
@@ -132,6 +135,7 @@ class TranslationDataModule(SplitLoaders, pl.LightningDataModule):
         self.files = {k: None if v is None else [str(f) for f in v] for k, v in (files or {}).items()}  # plain lists
         self.holdout_validation = holdout_validation
         self.hub_name, self.hub_config = hub_name, hub_config
+        self.hub_revision, self.hub_data_dir = hub_revision, hub_data_dir   # `langrepr.data.hub`
         self.hub_splits = dict(hub_splits or {s: s for s in SPLITS})
         self.unescape_xml, self.vocab_size, self.min_frequency = unescape_xml, vocab_size, min_frequency
         self.max_source_len, self.max_target_len = max_source_len, max_target_len
@@ -154,14 +158,13 @@ class TranslationDataModule(SplitLoaders, pl.LightningDataModule):
                                 "the files must be line-aligned")
             pairs = list(zip(src, tgt))
         else:
-            import datasets
-
+            where = describe(self.hub_name, self.hub_config, self.hub_revision, self.hub_data_dir)
             try:
-                ds = datasets.load_dataset(self.hub_name, self.hub_config, split=self.hub_splits[split])
+                ds = load_hub(self.hub_name, self.hub_config, revision=self.hub_revision, data_dir=self.hub_data_dir,
+                              split=self.hub_splits[split])
             except Exception as err:
-                raise UserError(f"could not load {self.hub_name}/{self.hub_config} ({type(err).__name__}): set "
-                                "LANGREPR_DATA_DIR to a folder laid out like shared/data, or check network access"
-                                ) from err
+                raise UserError(f"could not load {where} ({type(err).__name__}): set LANGREPR_DATA_DIR to a folder "
+                                "laid out like shared/data, or check network access") from err
             if "translation" in ds.column_names:  # wmt/wmt16, iwslt2017: {"translation": {"en": .., "de": ..}}
                 pairs = [(t[self.src_lang], t[self.tgt_lang]) for t in ds["translation"]]
             else:  # one column per language (bentrevett/multi30k)
@@ -197,6 +200,8 @@ class TranslationDataModule(SplitLoaders, pl.LightningDataModule):
             src = {"dir": str(Path(self.data_dir).resolve()), "files": self.files, "content": content}
         else:
             src = {"hub": self.hub_name, "config": self.hub_config}
+            if self.hub_revision or self.hub_data_dir:   # absent when unset: earlier caches keep their keys
+                src.update(revision=self.hub_revision, data_dir=self.hub_data_dir)
         key = json.dumps({"src": src, "holdout": self.holdout_validation, "vocab": self.vocab_size,
                           "min_freq": self.min_frequency, "unescape": self.unescape_xml,
                           "max_train": self.max_train_samples, "v": 1}, sort_keys=True)
