@@ -35,6 +35,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from langrepr.data import standin
 from langrepr.data.integrity import check_documents, read_manifest_checked, verify_manifest
 from langrepr.data.loaders import SplitLoaders, batch_loader
 from langrepr.data.patents.files import SPLITS, join_claims, manifest_digest, split_counts
@@ -295,7 +296,7 @@ class PatentDataModule(SplitLoaders, pl.LightningDataModule):
     def _build(self) -> None:
         if self._splits:
             return
-        self._dir = resolve_data_dir(self.data_dir)
+        self._dir, standin_note = self._export_dir()
         manifest = load_manifest(self._dir)
         verify_manifest(self._dir, manifest)   # shards vs their recorded sha256, so the cache key is the content
         counts = split_counts(manifest["shards"])
@@ -332,9 +333,24 @@ class PatentDataModule(SplitLoaders, pl.LightningDataModule):
         self.data_info = {"data_dir": str(self._dir), "synthetic": bool(manifest.get("synthetic", False)),
                           "manifest_digest": manifest_digest(manifest), "cache": str(path),
                           "rows": {n: int(len(i)) for n, i in plan.items()}, "num_labels": len(self.label_vocab)}
+        if standin_note:
+            self.data_info["standin"] = standin_note
         if self.data_info["synthetic"]:
             log.warning("USPTO datamodule is reading SYNTHETIC patents from %s", self._dir)
         self._splits = {n: _EncodedSplit(cache["splits"][n], len(self.label_vocab)) for n in plan}
+
+    def _export_dir(self) -> tuple[Path, str | None]:
+        """The export folder; in a dry run without one, a generated full-schema stand-in (`langrepr.data.standin`)."""
+        try:
+            return resolve_data_dir(self.data_dir), None
+        except UserError as err:
+            if not standin.enabled():
+                raise
+            root = Path(self.cache_dir) if self.cache_dir else Path("outputs") / "cache" / "uspto"
+            note = (f"dry run: no USPTO export ({err}); a generated stand-in in the export's schema with the paper's "
+                    f"{standin.USPTO_SUBCLASSES} subclasses (1,328 First/Later labels), not data")
+            log.warning("%s", note)
+            return standin.uspto_export(root), note
 
     def _check_labels(self, n_labels: int, n_rows: int) -> None:
         """No CPC code in the training rows: say so, not "num_labels must be >= 1" from the model (issue 21 u12)."""
