@@ -66,7 +66,8 @@ def read_hub(split: str, hub_id: str = HUB_ID, revision: str | None = None) -> l
     try:
         rows = load_hub(hub_id, revision=revision, split=split)
     except Exception as err:  # offline, renamed dataset, ...: one actionable line
-        raise UserError(f"could not load {describe(hub_id, None, revision)} ({type(err).__name__}): go online once, "
+        raise UserError(f"could not load {describe(hub_id, None, revision)} from the Hugging Face Hub "
+                        f"({type(err).__name__}): go online once, "
                         f"or give a local copy (data_dir holding {LOCAL_DEV})") from None
     columns = [rows[c] for c in ("id", "title", "context", "question", "answers")]   # each column read once
     return [Question(i, t, c, q, tuple(a["text"]), int(a["answer_start"][0])) for i, t, c, q, a in zip(*columns)]

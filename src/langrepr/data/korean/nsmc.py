@@ -141,8 +141,9 @@ def hub_nsmc(name: str = HUB_ID, max_train: int | None = None, max_test: int | N
     try:
         data = load_hub(name, revision=revision, data_dir=data_dir)
     except Exception as err:  # offline, renamed dataset, ...: one actionable line
-        raise UserError(f"could not load {describe(name, None, revision, data_dir)} ({type(err).__name__}): go "
-                        "online once, or use source=crawl with the local raw crawl") from None
+        raise UserError(f"could not load {describe(name, None, revision, data_dir)} from the Hugging Face Hub "
+                        f"({type(err).__name__}): go online once, or use source=crawl with the local raw crawl"
+                        ) from None
     out = {}
     for part, limit in (("train", max_train), ("test", max_test)):
         rows = data[part]
