@@ -114,7 +114,7 @@ class TextClassificationDataModule(SplitLoaders, pl.LightningDataModule):
     # --- building ---------------------------------------------------------------------------
     def _read(self) -> tuple[dict, dict, list[str] | None]:
         if self.name == "mimic50":
-            return read_mimic50(self.data_dir)
+            return read_mimic50(self.data_dir, self.cache_dir)
         if self.name == "nsmc":
             splits, info = read_nsmc(self.data_dir, self.cache_dir, **self.source_options)
             return splits, info, None

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from langrepr.data import standin
 from langrepr.data.hub import load_hub
 from langrepr.data.text_files import not_utf8
 from langrepr.errors import UserError
@@ -190,9 +191,18 @@ def read_nsmc(data_dir: str | Path | None, cache_dir: str | None = None, **optio
                     "split": what}
 
 
-def read_mimic50(data_dir: str | Path) -> tuple[Splits, dict, list[str]]:
-    """MIMIC-III top-50 codes in the Mullenbach et al. (2018) files; returns splits, info and the code list."""
+def read_mimic50(data_dir: str | Path, cache_dir: str | None = None) -> tuple[Splits, dict, list[str]]:
+    """MIMIC-III top-50 codes in the Mullenbach et al. (2018) files; returns splits, info and the code list.
+
+    In a dry run without the files (`langrepr.data.standin`), a generated stand-in in their format (50 codes).
+    """
     data_dir = Path(data_dir) if data_dir else None
+    note = None
+    if (data_dir is None or not (data_dir / "train_50.csv").is_file()) and standin.enabled():
+        note = (f"dry run: no MIMIC-III 50-code files in {data_dir}; a generated stand-in in their format with "
+                f"{standin.MIMIC_CODES} codes, not data")
+        log.warning("%s", note)
+        data_dir = standin.mimic50_files(Path(cache_dir) if cache_dir else Path("outputs") / "cache" / "classification")
     if data_dir is None or not (data_dir / "train_50.csv").is_file():
         raise UserError(f"MIMIC-III 50-code files not found in {data_dir}: MIMIC-III is licence-gated (PhysioNet); "
                         "build train_50.csv/dev_50.csv/test_50.csv with the CAML scripts and set data_dir")
@@ -216,4 +226,5 @@ def read_mimic50(data_dir: str | Path) -> tuple[Splits, dict, list[str]]:
         codes = sorted({c for _, cs in rows["train"] for c in cs})
     index = {c: i for i, c in enumerate(codes)}
     splits = {s: ([t for t, _ in r], [[index[c] for c in cs if c in index] for _, cs in r]) for s, r in rows.items()}
-    return splits, {"source": str(data_dir), "split": "Mullenbach et al. 50-code train/dev/test"}, codes
+    info = {"source": str(data_dir), "split": "Mullenbach et al. 50-code train/dev/test", **({"standin": note} if note else {})}
+    return splits, info, codes
