@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from langrepr.data.hub import PARQUET_BRANCH, load_kwargs
+from langrepr.data.hub import PARQUET_BRANCH, SCRIPT_ONLY, load_kwargs, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = json.loads((ROOT / "tests" / "fixtures" / "hub_ids.json").read_text())["ids"]
@@ -49,7 +49,7 @@ def hub_settings(where: str, compose_cfg) -> dict:
         return {"name": hub_id, "config": None, "revision": None, "data_dir": None,
                 "fields": [*columns, mod.LABEL_COLUMNS.get(name, "label")], "splits": ["train", "test"], "langs": []}
     if module.endswith("nsmc"):
-        return {"name": mod.HUB_ID, "config": None, "revision": mod.HUB_REVISION, "data_dir": None,
+        return {"name": mod.HUB_ID, "config": None, "revision": None, "data_dir": None,
                 "fields": ["id", "document", "label"], "splits": ["train", "test"], "langs": []}
     return {"name": mod.HUB_ID, "config": None, "revision": None, "data_dir": None,     # KorQuAD
             "fields": ["id", "title", "context", "question", "answers"], "splits": ["train", "validation"],
@@ -61,15 +61,18 @@ def test_each_hub_id_is_configured_as_its_recorded_metadata_requires(hub_id, whe
     meta = RECORD[hub_id]
     got = hub_settings(where, compose_cfg)
     assert got["name"] == hub_id, f"{where} reads {got['name']!r}; the hub id is {hub_id!r}"
+    config, revision, data_dir = resolve(got["name"], got["config"], got["revision"], got["data_dir"])  # as read
+    kwargs = load_kwargs(config, revision, data_dir)
+    assert (hub_id in SCRIPT_ONLY) == meta["script_only"], f"langrepr.data.hub.SCRIPT_ONLY disagrees on {hub_id}"
     if meta["script_only"]:   # datasets >= 4 refuses the loading script: read the parquet conversion
-        assert got["revision"] == PARQUET_BRANCH, f"{where}: {hub_id} is script-only; hub_revision must be the parquet branch"
-        if len(meta["configs"]) > 1 or got["data_dir"]:
-            assert got["data_dir"] in meta["parquet_folders"], f"{where}: hub_data_dir must name one config's folder"
-            assert not got["config"], f"{where}: with hub_data_dir the config name is not passed (hub_config: null)"
+        assert revision == PARQUET_BRANCH, f"{where}: {hub_id} is script-only; it must be read from the parquet branch"
+        if len(meta["parquet_folders"]) > 1 or data_dir:
+            assert data_dir in meta["parquet_folders"], f"{where}: the data folder must be one config's ({data_dir!r})"
+            assert "name" not in kwargs, f"{where}: with a data folder the config name is not passed"
     else:
-        assert got["revision"] in (None, "main") and not got["data_dir"]
-        if got["config"] is not None:
-            assert got["config"] in meta["configs"], f"{where}: config {got['config']!r} is not one of {meta['configs']}"
+        assert revision in (None, "main") and not data_dir
+        if config is not None:
+            assert config in meta["configs"], f"{where}: config {config!r} is not one of {meta['configs']}"
         else:
             assert len(meta["configs"]) == 1, f"{where}: {hub_id} has several configs; name one"
     missing = [f for f in got["fields"] if f not in meta["columns"] + meta.get("languages", [])]
@@ -100,6 +103,13 @@ def test_load_kwargs_pass_the_folder_instead_of_the_config_name():
         "data_dir": "iwslt2017-en-de", "revision": PARQUET_BRANCH}
     assert load_kwargs("de-en") == {"name": "de-en"}
     assert load_kwargs() == {}
+
+
+def test_unset_settings_of_a_script_only_id_read_its_parquet_conversion_and_set_ones_win():
+    assert resolve("ptb-text-only/ptb_text_only", "penn_treebank") == ("penn_treebank", PARQUET_BRANCH, "penn_treebank")
+    assert resolve("e9t/nsmc") == (None, PARQUET_BRANCH, None)
+    assert resolve("wmt/wmt16", "de-en") == ("de-en", None, None)                       # not script-only: as given
+    assert resolve("IWSLT/iwslt2017", None, "main", None) == (None, "main", None)        # an explicit branch wins
 
 
 class FakeSplit(dict):
@@ -139,6 +149,11 @@ def test_text_lm_and_translation_readers_forward_revision_and_data_dir(monkeypat
     from langrepr.data.english.translation import TranslationDataModule
 
     calls = fake_hub(monkeypatch, {s: FakeSplit({"sentence": ["a b c", "d e"]}) for s in ("train", "validation", "test")})
+    as_configured = TextLMDataModule("ptb", seq_len=4, data_dir=None, hub_name="ptb-text-only/ptb_text_only",
+                                     hub_config="penn_treebank", text_field="sentence", cache_dir=str(tmp_path))
+    assert as_configured._lines("test") == ["a b c", "d e"]                 # conf/dataset/ptb.yaml's settings
+    assert calls[-1] == {"path": "ptb-text-only/ptb_text_only", "revision": PARQUET_BRANCH,
+                         "data_dir": "penn_treebank", "split": "test"}
     dm = TextLMDataModule("ptb", seq_len=4, data_dir=None, hub_name="ptb-text-only/ptb_text_only", hub_config=None,
                           hub_revision=PARQUET_BRANCH, hub_data_dir="penn_treebank", text_field="sentence",
                           cache_dir=str(tmp_path))

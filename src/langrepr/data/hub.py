@@ -9,8 +9,11 @@ such a repository lives on the branch `refs/convert/parquet`, one folder per con
   config name is not passed: the parquet branch has no loading script that would know it, and without the folder
   the splits of every config would be mixed (IWSLT 2017: every language pair).
 
-The ids the full profile loads, with the metadata each setting was checked against (splits, columns, licence,
-gated or not), are recorded in tests/fixtures/hub_ids.json (tests/test_hub_ids.py; docs/framework.md lists them).
+Left unset, both follow `SCRIPT_ONLY`: the script-only ids the readers load are read from their parquet branch
+(with the config's folder where the repository has several configs) without a config having to say so, so a
+config written before keeps its keys (and its cells their identity). The ids the full profile loads, with the
+metadata each setting was checked against (splits, columns, licence, gated or not), are recorded in
+tests/fixtures/hub_ids.json (tests/test_hub_ids.py; docs/framework.md lists them).
 """
 
 from __future__ import annotations
@@ -18,6 +21,17 @@ from __future__ import annotations
 from typing import Any
 
 PARQUET_BRANCH = "refs/convert/parquet"
+# script-only repositories -> whether their parquet branch holds one folder per config (read: data_dir = config)
+SCRIPT_ONLY = {"e9t/nsmc": False, "ptb-text-only/ptb_text_only": True, "IWSLT/iwslt2017": True}
+
+
+def resolve(hub_id: str, config: str | None = None, revision: str | None = None, data_dir: str | None = None
+            ) -> tuple[str | None, str | None, str | None]:
+    """(config, revision, data_dir) as given; with neither revision nor data_dir, a script-only id's conversion."""
+    if revision is None and data_dir is None and hub_id in SCRIPT_ONLY:
+        revision = PARQUET_BRANCH
+        data_dir = config if SCRIPT_ONLY[hub_id] else None
+    return config, revision, data_dir
 
 
 def load_kwargs(config: str | None = None, revision: str | None = None, data_dir: str | None = None
@@ -35,14 +49,15 @@ def load_kwargs(config: str | None = None, revision: str | None = None, data_dir
 
 def describe(hub_id: str, config: str | None = None, revision: str | None = None, data_dir: str | None = None
              ) -> str:
-    """`id[/config][@revision][:data_dir]`, for error lines and cache keys."""
+    """`id[/config][@revision][:data_dir]` as it is read (`resolve`), for error lines."""
+    config, revision, data_dir = resolve(hub_id, config, revision, data_dir)
     return (hub_id + (f"/{config}" if config and not data_dir else "") + (f"@{revision}" if revision else "")
             + (f":{data_dir}" if data_dir else ""))
 
 
 def load_hub(hub_id: str, config: str | None = None, *, revision: str | None = None, data_dir: str | None = None,
              **kwargs: Any) -> Any:
-    """`datasets.load_dataset(hub_id, ...)` with `load_kwargs`; other keywords (split, streaming, ...) pass on."""
+    """`datasets.load_dataset(hub_id, ...)` with `load_kwargs` of `resolve`; other keywords (split, ...) pass on."""
     import datasets
 
-    return datasets.load_dataset(hub_id, **load_kwargs(config, revision, data_dir), **kwargs)
+    return datasets.load_dataset(hub_id, **load_kwargs(*resolve(hub_id, config, revision, data_dir)), **kwargs)

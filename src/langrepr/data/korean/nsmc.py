@@ -131,12 +131,11 @@ def nsmc_style_split(data_dir: str | Path | None, per_class: int, test_fraction:
     return split
 
 
-HUB_ID = "e9t/nsmc"                         # a script-only repository: read its parquet conversion
-HUB_REVISION = "refs/convert/parquet"       # (langrepr.data.hub; tests/fixtures/hub_ids.json)
+HUB_ID = "e9t/nsmc"   # a script-only repository: read from its parquet conversion (langrepr.data.hub.SCRIPT_ONLY)
 
 
 def hub_nsmc(name: str = HUB_ID, max_train: int | None = None, max_test: int | None = None,
-             revision: str | None = HUB_REVISION, data_dir: str | None = None) -> dict[str, list[Review]]:
+             revision: str | None = None, data_dir: str | None = None) -> dict[str, list[Review]]:
     """The official NSMC split from the HF hub (150,000 train / 50,000 test; id, document, label)."""
     try:
         data = load_hub(name, revision=revision, data_dir=data_dir)
@@ -156,7 +155,7 @@ def hub_nsmc(name: str = HUB_ID, max_train: int | None = None, max_test: int | N
 def load_nsmc(source: str, data_dir: str | None = None, per_class: int = 2000, test_fraction: float = 0.25,
               seed: int = 1234, max_chars: int = 140, cache_dir: str | None = None, crawl: str | None = None,
               hub_name: str = HUB_ID, max_train: int | None = None, max_test: int | None = None,
-              hub_revision: str | None = HUB_REVISION, hub_data_dir: str | None = None
+              hub_revision: str | None = None, hub_data_dir: str | None = None
               ) -> dict[str, list[Review]]:
     """`source`: crawl (an NSMC-style split built here) | hub (the official split; `hub_*` as langrepr.data.hub)."""
     if source == "crawl":
