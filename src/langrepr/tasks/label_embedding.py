@@ -32,6 +32,9 @@ class _LabelRegularised:
         if stage == "fit" and callable(prepare) and not getattr(self, "_embeddings_prepared", False):
             # GloVe rows and class-name label init; a resumed run then loads its trained weights over these
             tokenizer = getattr(datamodule, "tokenizer", None)
+            vectors = getattr(datamodule, "word_vectors_file", None)   # dataset.datamodule.word_vectors (GloVe)
+            if vectors is not None and hasattr(self.net, "glove_path"):
+                self.net.glove_path = str(vectors)
             prepare(getattr(tokenizer, "vocab", None), getattr(datamodule, "label_word_ids", None))
             self._embeddings_prepared = True
 

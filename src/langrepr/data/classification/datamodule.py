@@ -25,6 +25,7 @@ from langrepr.data.classification.sources import (
     stratified_split,
 )
 from langrepr.data.classification.vocab import WordTokenizer
+from langrepr.data.classification.word_vectors import word_vectors_for
 from langrepr.data.loaders import SplitLoaders, batch_loader
 from langrepr.errors import UserError
 
@@ -65,6 +66,10 @@ class TextClassificationDataModule(SplitLoaders, pl.LightningDataModule):
         split_seed: fixes that cut and the validation hold-out (the same for every model seed).
         max_train_samples / max_eval_samples: caps (a class-stratified subset), None = all.
         tokenizer: a `WordTokenizer` (the model config's ``tokenizer:``, injected by train.py).
+        word_vectors: pretrained word vectors for the training vocabulary (`word_vectors.py`): null (random, the
+            stated fallback, one log line), a GloVe .txt / .zip, or hub:<owner>/<repo>/<file>. After setup,
+            `word_vectors_file` is the GloVe-format file of the vocabulary's rows (None without), which the
+            LEAM task hands to its net. word_vector_dim: their width (LEAM: 300, the paper's).
     """
 
     val_split = "val"
@@ -74,7 +79,8 @@ class TextClassificationDataModule(SplitLoaders, pl.LightningDataModule):
                  val_fraction: float = 0.05, split_test_fraction: float | None = None, split_seed: int = 0,
                  max_train_samples: int | None = None, max_eval_samples: int | None = None,
                  multilabel: bool = False, seed: int = 0, cache_dir: str | None = None,
-                 source_options: dict[str, Any] | None = None):
+                 source_options: dict[str, Any] | None = None, word_vectors: str | None = None,
+                 word_vector_dim: int = 300):
         super().__init__()
         if tokenizer is None:
             raise UserError("TextClassificationDataModule needs a tokenizer: set model.tokenizer (train.py passes it in)")
@@ -84,6 +90,8 @@ class TextClassificationDataModule(SplitLoaders, pl.LightningDataModule):
         self.max_train_samples, self.max_eval_samples = max_train_samples, max_eval_samples
         self.multilabel, self.cache_dir = multilabel, cache_dir
         self.source_options = dict(source_options or {})
+        self.word_vectors, self.word_vector_dim = word_vectors, word_vector_dim
+        self.word_vectors_file: Path | None = None
         self.test_splits = ["test"]
         self.data_info: dict[str, Any] = {}
         self.label_word_ids: list[list[int]] | None = None
@@ -106,7 +114,7 @@ class TextClassificationDataModule(SplitLoaders, pl.LightningDataModule):
     # --- building ---------------------------------------------------------------------------
     def _read(self) -> tuple[dict, dict, list[str] | None]:
         if self.name == "mimic50":
-            return read_mimic50(self.data_dir)
+            return read_mimic50(self.data_dir, self.cache_dir)
         if self.name == "nsmc":
             splits, info = read_nsmc(self.data_dir, self.cache_dir, **self.source_options)
             return splits, info, None
@@ -186,6 +194,10 @@ class TextClassificationDataModule(SplitLoaders, pl.LightningDataModule):
                           "vocab_size": self.tokenizer.vocab_size, "max_length": self.tokenizer.max_length,
                           "rows": {n: len(s) for n, s in self._splits.items()},
                           "train_label_counts": counts.tolist() if counts is not None else None}
+        out = Path(self.cache_dir) / "word_vectors" if self.cache_dir else Path("outputs") / "cache" / "word_vectors"
+        self.word_vectors_file, vectors_info = word_vectors_for(self.word_vectors, self.tokenizer.vocab,
+                                                                self.word_vector_dim, out)
+        self.data_info.update(vectors_info)
         log.info("%s: %s (%s)", self.name, self.data_info["rows"], info["split"])
 
     # --- loaders ----------------------------------------------------------------------------

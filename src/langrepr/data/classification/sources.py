@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from langrepr.data import standin
+from langrepr.data.hub import load_hub
 from langrepr.data.text_files import not_utf8
 from langrepr.errors import UserError
 
@@ -159,19 +161,18 @@ def read_hub(name: str, cache_dir: str | None = None) -> tuple[Splits, dict]:
     """The Zhang et al. splits from the HF hub (needs internet the first time)."""
     if name not in HF_IDS:
         raise UserError(f"no hub source for data set {name!r}: choose one of {', '.join(HF_IDS)} or give data_dir")
-    import datasets
-
     hub_id, columns = HF_IDS[name]
     label_column = LABEL_COLUMNS.get(name, "label")
     try:
-        ds = datasets.load_dataset(hub_id, cache_dir=cache_dir)
+        ds = load_hub(hub_id, cache_dir=cache_dir)
     except Exception as err:  # offline, renamed dataset, ...: one line that says what to do
         raise UserError(f"could not load {hub_id} from the HF hub ({type(err).__name__}): go online once, or set "
                         "dataset.datamodule.data_dir to a local copy of the Zhang et al. CSVs") from None
     splits = {}
     for split in ("train", "test"):
         part = ds[split]
-        texts = [" ".join(str(part[c][i] or "") for c in columns) for i in range(len(part))]
+        fields = [part[c] for c in columns]     # each column read once (part[c][i] would re-read it per row)
+        texts = [" ".join(str(v or "") for v in row) for row in zip(*fields)]
         splits[split] = (texts, [int(x) for x in part[label_column]])
     return splits, {"source": f"hf:{hub_id}", "split": "official train/test"}
 
@@ -190,9 +191,18 @@ def read_nsmc(data_dir: str | Path | None, cache_dir: str | None = None, **optio
                     "split": what}
 
 
-def read_mimic50(data_dir: str | Path) -> tuple[Splits, dict, list[str]]:
-    """MIMIC-III top-50 codes in the Mullenbach et al. (2018) files; returns splits, info and the code list."""
+def read_mimic50(data_dir: str | Path, cache_dir: str | None = None) -> tuple[Splits, dict, list[str]]:
+    """MIMIC-III top-50 codes in the Mullenbach et al. (2018) files; returns splits, info and the code list.
+
+    In a dry run without the files (`langrepr.data.standin`), a generated stand-in in their format (50 codes).
+    """
     data_dir = Path(data_dir) if data_dir else None
+    note = None
+    if (data_dir is None or not (data_dir / "train_50.csv").is_file()) and standin.enabled():
+        note = (f"dry run: no MIMIC-III 50-code files in {data_dir}; a generated stand-in in their format with "
+                f"{standin.MIMIC_CODES} codes, not data")
+        log.warning("%s", note)
+        data_dir = standin.mimic50_files(Path(cache_dir) if cache_dir else Path("outputs") / "cache" / "classification")
     if data_dir is None or not (data_dir / "train_50.csv").is_file():
         raise UserError(f"MIMIC-III 50-code files not found in {data_dir}: MIMIC-III is licence-gated (PhysioNet); "
                         "build train_50.csv/dev_50.csv/test_50.csv with the CAML scripts and set data_dir")
@@ -216,4 +226,5 @@ def read_mimic50(data_dir: str | Path) -> tuple[Splits, dict, list[str]]:
         codes = sorted({c for _, cs in rows["train"] for c in cs})
     index = {c: i for i, c in enumerate(codes)}
     splits = {s: ([t for t, _ in r], [[index[c] for c in cs if c in index] for _, cs in r]) for s, r in rows.items()}
-    return splits, {"source": str(data_dir), "split": "Mullenbach et al. 50-code train/dev/test"}, codes
+    info = {"source": str(data_dir), "split": "Mullenbach et al. 50-code train/dev/test", **({"standin": note} if note else {})}
+    return splits, info, codes

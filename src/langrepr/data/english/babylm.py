@@ -19,4 +19,5 @@ class HubSplitTextLMDataModule(TextLMDataModule):
     def _lines(self, split: str) -> list[str]:
         if self.data_dir is not None:
             return super()._lines(split)
-        return read_hub_lines(self.hub_name, self.hub_config, self.hub_splits.get(split, split), self.text_field)
+        return read_hub_lines(self.hub_name, self.hub_config, self.hub_splits.get(split, split), self.text_field,
+                              self.hub_revision, self.hub_data_dir)

@@ -102,11 +102,11 @@ def _csv_documents(path: Path, columns: list[int]) -> Iterator[str]:
 
 
 def _hub_documents(source: dict) -> Iterator[str]:
-    import datasets
+    from langrepr.data.hub import load_hub
 
-    try:
-        stream = datasets.load_dataset(source["hf"], source.get("config"), split=source.get("split", "train"),
-                                       streaming=True)
+    try:   # `revision` / `data_dir`: as langrepr.data.hub (a script-only repository's parquet branch)
+        stream = load_hub(source["hf"], source.get("config"), revision=source.get("revision"),
+                          data_dir=source.get("data_dir"), split=source.get("split", "train"), streaming=True)
     except Exception as err:  # offline, renamed dataset, ...: one actionable line
         raise UserError(f"could not stream {source['hf']} ({type(err).__name__}): check network access, or use "
                         "local corpus sources (profile=quick)") from err

@@ -26,6 +26,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from langrepr.data.hub import describe, load_hub
 from langrepr.data.integrity import check_corpus, file_digests
 from langrepr.data.loaders import SplitLoaders, make_loader
 from langrepr.data.text_files import not_utf8
@@ -47,14 +48,15 @@ def read_local_lines(folder: Path, filename: str) -> list[str]:
         raise not_utf8(path, err, "point data_dir at the original corpus") from None
 
 
-def read_hub_lines(hub_name: str, hub_config: str | None, split: str, text_field: str) -> list[str]:
-    import datasets
-
+def read_hub_lines(hub_name: str, hub_config: str | None, split: str, text_field: str,
+                   hub_revision: str | None = None, hub_data_dir: str | None = None) -> list[str]:
+    """One split's `text_field` column from the hub (`langrepr.data.hub`: revision and data folder forwarded)."""
     try:
-        ds = datasets.load_dataset(hub_name, hub_config, split=split)
+        ds = load_hub(hub_name, hub_config, revision=hub_revision, data_dir=hub_data_dir, split=split)
     except Exception as err:  # offline, renamed dataset, ...: one actionable line
-        raise UserError(f"could not load {hub_name}/{hub_config} ({type(err).__name__}): set LANGREPR_DATA_DIR to a "
-                        "folder laid out like shared/data, or check network access") from err
+        raise UserError(f"could not load {describe(hub_name, hub_config, hub_revision, hub_data_dir)} "
+                        f"({type(err).__name__}): set LANGREPR_DATA_DIR to a folder laid out like shared/data, or "
+                        "check network access") from err
     return list(ds[text_field])
 
 
@@ -99,6 +101,8 @@ class TextLMDataModule(SplitLoaders, pl.LightningDataModule):
         files: dict[str, str] | None = None,
         hub_name: str | None = None,
         hub_config: str | None = None,
+        hub_revision: str | None = None,
+        hub_data_dir: str | None = None,
         text_field: str = "text",
         max_vocab: int | None = None,
         batch_size: int = 32,
@@ -117,6 +121,7 @@ class TextLMDataModule(SplitLoaders, pl.LightningDataModule):
         self.data_dir = None if data_dir is None else str(Path(data_dir) / subdir)
         self.files = {k: str(v) for k, v in (files or {}).items()}
         self.hub_name, self.hub_config, self.text_field = hub_name, hub_config, text_field
+        self.hub_revision, self.hub_data_dir = hub_revision, hub_data_dir   # `langrepr.data.hub`
         self.max_vocab, self.batch_size, self.num_workers = max_vocab, batch_size, num_workers
         self.max_train_samples, self.max_eval_samples = max_train_samples, max_eval_samples
         self.cache_dir = Path(cache_dir)
@@ -134,6 +139,8 @@ class TextLMDataModule(SplitLoaders, pl.LightningDataModule):
             src = {"dir": str(folder.resolve()), "files": stats}
         else:
             src = {"hub": self.hub_name, "config": self.hub_config, "field": self.text_field}
+            if self.hub_revision or self.hub_data_dir:   # absent when unset: earlier caches keep their keys
+                src.update(revision=self.hub_revision, data_dir=self.hub_data_dir)
         payload = json.dumps({"src": src, "seq_len": self.seq_len, "max_vocab": self.max_vocab, "v": 1},
                              sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
@@ -143,7 +150,8 @@ class TextLMDataModule(SplitLoaders, pl.LightningDataModule):
             if split not in self.files:
                 raise UserError(f"{self.name}: no file configured for split '{split}' (dataset.datamodule.files)")
             return read_local_lines(Path(self.data_dir), self.files[split])
-        return read_hub_lines(self.hub_name, self.hub_config, split, self.text_field)
+        return read_hub_lines(self.hub_name, self.hub_config, split, self.text_field, self.hub_revision,
+                              self.hub_data_dir)
 
     def prepare_data(self) -> None:
         cache = self.cache_dir / f"{self.name}-{self._source_key()}.pt"

@@ -29,6 +29,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Sampler
 
+from langrepr.data.hub import describe, load_hub
 from langrepr.data.integrity import file_digests
 from langrepr.data.loaders import SplitLoaders, make_loader
 from langrepr.data.text_files import not_utf8
@@ -37,6 +38,7 @@ from langrepr.errors import UserError
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 IGNORE_INDEX = -100
+FLOPS_LENGTHS = ("capped", "longest")   # the FLOPs length: as the model reads it | as the paper counts it
 SPLITS = ("train", "validation", "test")
 
 
@@ -110,6 +112,8 @@ class TranslationDataModule(SplitLoaders, pl.LightningDataModule):
         holdout_validation: int = 0,
         hub_name: str | None = None,
         hub_config: str | None = None,
+        hub_revision: str | None = None,
+        hub_data_dir: str | None = None,
         hub_splits: dict[str, str] | None = None,
         unescape_xml: bool = False,
         test_name: str = "test",
@@ -117,6 +121,7 @@ class TranslationDataModule(SplitLoaders, pl.LightningDataModule):
         min_frequency: int = 2,
         max_source_len: int = 128,
         max_target_len: int = 128,
+        flops_length: str = "capped",
         batch_size: int = 64,
         num_workers: int = 0,
         max_train_samples: int | None = None,
@@ -132,9 +137,15 @@ class TranslationDataModule(SplitLoaders, pl.LightningDataModule):
         self.files = {k: None if v is None else [str(f) for f in v] for k, v in (files or {}).items()}  # plain lists
         self.holdout_validation = holdout_validation
         self.hub_name, self.hub_config = hub_name, hub_config
+        self.hub_revision, self.hub_data_dir = hub_revision, hub_data_dir   # `langrepr.data.hub`
         self.hub_splits = dict(hub_splits or {s: s for s in SPLITS})
         self.unescape_xml, self.vocab_size, self.min_frequency = unescape_xml, vocab_size, min_frequency
         self.max_source_len, self.max_target_len = max_source_len, max_target_len
+        if flops_length not in FLOPS_LENGTHS:
+            raise UserError(f"dataset.datamodule.flops_length must be one of {', '.join(FLOPS_LENGTHS)}, "
+                            f"got {flops_length!r}")
+        self.flops_length = flops_length
+        self.longest_train_source = 0   # in tokens with EOS, before the max_source_len cut (set in setup)
         self.batch_size, self.num_workers = batch_size, num_workers
         self.max_train_samples, self.max_eval_samples = max_train_samples, max_eval_samples
         self.cache_dir = Path(cache_dir)
@@ -154,14 +165,13 @@ class TranslationDataModule(SplitLoaders, pl.LightningDataModule):
                                 "the files must be line-aligned")
             pairs = list(zip(src, tgt))
         else:
-            import datasets
-
+            where = describe(self.hub_name, self.hub_config, self.hub_revision, self.hub_data_dir)
             try:
-                ds = datasets.load_dataset(self.hub_name, self.hub_config, split=self.hub_splits[split])
+                ds = load_hub(self.hub_name, self.hub_config, revision=self.hub_revision, data_dir=self.hub_data_dir,
+                              split=self.hub_splits[split])
             except Exception as err:
-                raise UserError(f"could not load {self.hub_name}/{self.hub_config} ({type(err).__name__}): set "
-                                "LANGREPR_DATA_DIR to a folder laid out like shared/data, or check network access"
-                                ) from err
+                raise UserError(f"could not load {where} ({type(err).__name__}): set LANGREPR_DATA_DIR to a folder "
+                                "laid out like shared/data, or check network access") from err
             if "translation" in ds.column_names:  # wmt/wmt16, iwslt2017: {"translation": {"en": .., "de": ..}}
                 pairs = [(t[self.src_lang], t[self.tgt_lang]) for t in ds["translation"]]
             else:  # one column per language (bentrevett/multi30k)
@@ -197,6 +207,8 @@ class TranslationDataModule(SplitLoaders, pl.LightningDataModule):
             src = {"dir": str(Path(self.data_dir).resolve()), "files": self.files, "content": content}
         else:
             src = {"hub": self.hub_name, "config": self.hub_config}
+            if self.hub_revision or self.hub_data_dir:   # absent when unset: earlier caches keep their keys
+                src.update(revision=self.hub_revision, data_dir=self.hub_data_dir)
         key = json.dumps({"src": src, "holdout": self.holdout_validation, "vocab": self.vocab_size,
                           "min_freq": self.min_frequency, "unescape": self.unescape_xml,
                           "max_train": self.max_train_samples, "v": 1}, sort_keys=True)
@@ -220,7 +232,10 @@ class TranslationDataModule(SplitLoaders, pl.LightningDataModule):
 
         self.tokenizer = Tokenizer.from_file(str(self._tokenizer_path()))
         for split, pairs in self._all_pairs().items():
-            src = [e.ids[: self.max_source_len - 1] + [EOS_ID] for e in self.tokenizer.encode_batch([s for s, _ in pairs])]
+            encoded = self.tokenizer.encode_batch([s for s, _ in pairs])
+            if split == "train":
+                self.longest_train_source = max(len(e.ids) + 1 for e in encoded)
+            src = [e.ids[: self.max_source_len - 1] + [EOS_ID] for e in encoded]
             tgt = [e.ids[: self.max_target_len - 1] for e in self.tokenizer.encode_batch([t for _, t in pairs])]
             self._data[split] = [(s, t, ref) for s, t, (_, ref) in zip(src, tgt, pairs)]
 
@@ -229,12 +244,14 @@ class TranslationDataModule(SplitLoaders, pl.LightningDataModule):
     def net_kwargs(self) -> dict:
         """Vocabulary, special ids, position-table size and the FLOPs length.
 
-        The FLOPs length is the longest training source in tokens ("the maximum length of the sentence in
-        the training set", TensorCoder §5.2).
+        The FLOPs length is the longest training source in tokens with its EOS ("the maximum length of the
+        sentence in the training set", TensorCoder §5.2): ``flops_length: longest`` counts it as it is (the full
+        profile), ``capped`` as the model reads it, cut at ``max_source_len`` (the quick profile's default).
         """
+        capped = max(len(s) for s, _, _ in self._data["train"])
         return {"vocab_size": self.tokenizer.get_vocab_size(), "pad_token_id": PAD_ID, "bos_token_id": BOS_ID,
                 "eos_token_id": EOS_ID, "max_len": max(self.max_source_len, self.max_target_len) + 1,
-                "flops_seq_len": max(len(s) for s, _, _ in self._data["train"])}
+                "flops_seq_len": self.longest_train_source if self.flops_length == "longest" else capped}
 
     @property
     def task_kwargs(self) -> dict:

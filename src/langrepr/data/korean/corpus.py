@@ -127,9 +127,9 @@ def build_corpus(source: str, data_dir: str | None = None, path: str | None = No
             raise UserError("corpus source 'text' needs corpus.path: a UTF-8 file with one sentence per line")
         sentences = text_file_sentences(path, limit)
     elif source.startswith("hub:"):
-        from datasets import load_dataset
+        from langrepr.data.hub import load_hub
 
-        sentences = split_sentences(load_dataset(source[4:], split="train")["text"][:limit])
+        sentences = split_sentences(load_hub(source[4:], split="train")["text"][:limit])
     else:
         raise UserError(f"unknown corpus source '{source}': use quick, text or hub:<dataset>")
     if not sentences:

@@ -1,4 +1,4 @@
-"""KorQuAD v1.0 (SQuAD v1.1 JSON) reader: the HF hub `squad_kor_v1` by default, or a local copy of the files.
+"""KorQuAD v1.0 (SQuAD v1.1 JSON) reader: the HF hub `KorQuAD/squad_kor_v1` by default, or a local copy.
 
 The local dev file is read as is (it is CC BY-ND: never modified, never copied into the repo). The quick profile
 splits it *by article* into a train part and a test part, so no test paragraph is seen in training or in the
@@ -12,10 +12,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from langrepr.data.hub import describe, load_hub
 from langrepr.data.text_files import not_utf8
 from langrepr.errors import UserError
 
 LOCAL_DEV = "korquad1/KorQuAD_v1.0_dev.json"
+HUB_ID = "KorQuAD/squad_kor_v1"
 
 
 @dataclass(frozen=True)
@@ -55,13 +57,20 @@ def read_squad_json(path: str | Path) -> list[Question]:
     return out
 
 
-def read_hub(split: str) -> list[Question]:
-    """The hub copy (`squad_kor_v1`: 60,407 train / 5,774 validation), the full profile's default source."""
-    from datasets import load_dataset
+def read_hub(split: str, hub_id: str = HUB_ID, revision: str | None = None) -> list[Question]:
+    """The hub copy (60,407 train / 5,774 validation), the full profile's default source.
 
-    rows = load_dataset("squad_kor_v1", split=split)
-    return [Question(r["id"], r["title"], r["context"], r["question"], tuple(r["answers"]["text"]),
-                     int(r["answers"]["answer_start"][0])) for r in rows]
+    The id without its `KorQuAD/` owner no longer resolves; the repository `KorQuAD/squad_kor_v1` holds parquet
+    on its main branch (tests/fixtures/hub_ids.json).
+    """
+    try:
+        rows = load_hub(hub_id, revision=revision, split=split)
+    except Exception as err:  # offline, renamed dataset, ...: one actionable line
+        raise UserError(f"could not load {describe(hub_id, None, revision)} from the Hugging Face Hub "
+                        f"({type(err).__name__}): go online once, "
+                        f"or give a local copy (data_dir holding {LOCAL_DEV})") from None
+    columns = [rows[c] for c in ("id", "title", "context", "question", "answers")]   # each column read once
+    return [Question(i, t, c, q, tuple(a["text"]), int(a["answer_start"][0])) for i, t, c, q, a in zip(*columns)]
 
 
 def in_test_part(title: str, test_fraction: float) -> bool:

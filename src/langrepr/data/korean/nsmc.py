@@ -17,6 +17,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from langrepr.data.hub import describe, load_hub
 from langrepr.data.text_files import not_utf8
 from langrepr.errors import UserError
 from langrepr.utils import write_json_atomic
@@ -130,27 +131,35 @@ def nsmc_style_split(data_dir: str | Path | None, per_class: int, test_fraction:
     return split
 
 
-def hub_nsmc(name: str = "e9t/nsmc", max_train: int | None = None, max_test: int | None = None
-             ) -> dict[str, list[Review]]:
-    """The official NSMC split from the HF hub (150,000 train / 50,000 test; id, document, label)."""
-    from datasets import load_dataset
+HUB_ID = "e9t/nsmc"   # a script-only repository: read from its parquet conversion (langrepr.data.hub.SCRIPT_ONLY)
 
-    data = load_dataset(name)
+
+def hub_nsmc(name: str = HUB_ID, max_train: int | None = None, max_test: int | None = None,
+             revision: str | None = None, data_dir: str | None = None) -> dict[str, list[Review]]:
+    """The official NSMC split from the HF hub (150,000 train / 50,000 test; id, document, label)."""
+    try:
+        data = load_hub(name, revision=revision, data_dir=data_dir)
+    except Exception as err:  # offline, renamed dataset, ...: one actionable line
+        raise UserError(f"could not load {describe(name, None, revision, data_dir)} from the Hugging Face Hub "
+                        f"({type(err).__name__}): go online once, or use source=crawl with the local raw crawl"
+                        ) from None
     out = {}
     for part, limit in (("train", max_train), ("test", max_test)):
         rows = data[part]
         rows = rows.select(range(min(limit, len(rows)))) if limit else rows
-        out[part] = [Review(str(r["id"]), (r["document"] or "").strip(), int(r["label"])) for r in rows]
+        ids, documents, labels = rows["id"], rows["document"], rows["label"]   # each column read once
+        out[part] = [Review(str(i), (d or "").strip(), int(y)) for i, d, y in zip(ids, documents, labels)]
     return out
 
 
 def load_nsmc(source: str, data_dir: str | None = None, per_class: int = 2000, test_fraction: float = 0.25,
               seed: int = 1234, max_chars: int = 140, cache_dir: str | None = None, crawl: str | None = None,
-              hub_name: str = "e9t/nsmc", max_train: int | None = None, max_test: int | None = None
+              hub_name: str = HUB_ID, max_train: int | None = None, max_test: int | None = None,
+              hub_revision: str | None = None, hub_data_dir: str | None = None
               ) -> dict[str, list[Review]]:
-    """`source`: crawl (an NSMC-style split built here) | hub (the official split)."""
+    """`source`: crawl (an NSMC-style split built here) | hub (the official split; `hub_*` as langrepr.data.hub)."""
     if source == "crawl":
         return nsmc_style_split(data_dir, per_class, test_fraction, seed, max_chars, cache_dir, crawl)
     if source == "hub":
-        return hub_nsmc(hub_name, max_train, max_test)
+        return hub_nsmc(hub_name, max_train, max_test, hub_revision, hub_data_dir)
     raise UserError(f"unknown NSMC source '{source}': use crawl (NSMC-style split) or hub (official)")

@@ -92,10 +92,11 @@ def _pick(rng: np.random.Generator, words: list[str], n: int) -> list[str]:
     return [words[i] for i in rng.integers(len(words), size=n)]
 
 
-def _document(world: _World, rng: np.random.Generator, noise: float) -> tuple[list[dict], str]:
-    """One document: its cpc records and its claims text."""
+def _document(world: _World, rng: np.random.Generator, noise: float, first: int | None = None
+              ) -> tuple[list[dict], str]:
+    """One document: its cpc records and its claims text (`first`: its primary subclass, else drawn)."""
     n_codes = 1 + min(5, int(rng.poisson(1.3)))
-    first = int(rng.choice(len(world.codes), p=world.pop))
+    first = int(rng.choice(len(world.codes), p=world.pop)) if first is None else first
     later: list[int] = []
     for _ in range(n_codes - 1):
         u = rng.random()
@@ -157,7 +158,7 @@ _SPLIT_DATES = {"train": ((2006, 2014), (1, 12)), "2015A": ((2015, 2015), (1, 6)
 
 def generate(out_dir: str | Path, n_train: int = 8000, n_test: int = 1000, n_subclasses: int = 64,
              seed: int = 0, zipf: float = 1.8, noise: float = 0.15, words_per_code: int = 12,
-             n_rare: int = 5000, shard_rows: int = 50_000) -> Path:
+             n_rare: int = 5000, shard_rows: int = 50_000, cover_all: bool = False) -> Path:
     """Write a synthetic export to ``out_dir``; returns the manifest path.
 
     A rerun with the same arguments and intact shards returns at once (manifest check).
@@ -173,10 +174,14 @@ def generate(out_dir: str | Path, n_train: int = 8000, n_test: int = 1000, n_sub
         words_per_code: size of each subclass's First and of its Later vocabulary.
         n_rare: size of the rare-word pool.
         shard_rows: rows per parquet shard.
+        cover_all: the first ``n_subclasses`` training documents take each subclass once as their First code, so
+            the training labels hold every subclass (relabeled: 2 x n_subclasses labels, the paper's 1,328 at 664);
+            the dry run's full-schema stand-in (`langrepr.data.standin`). Off: the long tail decides.
     """
     out_dir = Path(out_dir)
     params = dict(n_train=n_train, n_test=n_test, n_subclasses=n_subclasses, seed=seed, zipf=zipf,
-                  noise=noise, words_per_code=words_per_code, n_rare=n_rare, shard_rows=shard_rows)
+                  noise=noise, words_per_code=words_per_code, n_rare=n_rare, shard_rows=shard_rows,
+                  **({"cover_all": True} if cover_all else {}))   # absent when off: earlier manifests still match
     old = read_manifest(out_dir)
     if old is not None and old.get("params") == params and shards_intact(out_dir, old["shards"]):
         return out_dir / "manifest.json"
@@ -189,8 +194,9 @@ def generate(out_dir: str | Path, n_train: int = 8000, n_test: int = 1000, n_sub
         n = n_train if split == "train" else n_test
         years, months = _SPLIT_DATES[split]
         records = []
-        for _ in range(n):
-            cpc, text = _document(world, rng, noise)
+        for i in range(n):
+            cover = cover_all and split == "train" and i < n_subclasses
+            cpc, text = _document(world, rng, noise, first=i if cover else None)
             pub = _date(rng, years, months)
             serial += 1
             records.append({"publication_number": f"US-{serial}-B2", "kind_code": "B2", "publication_date": pub,

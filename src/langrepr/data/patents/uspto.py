@@ -35,6 +35,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from langrepr.data import standin
 from langrepr.data.integrity import check_documents, read_manifest_checked, verify_manifest
 from langrepr.data.loaders import SplitLoaders, batch_loader
 from langrepr.data.patents.files import SPLITS, join_claims, manifest_digest, split_counts
@@ -104,6 +105,32 @@ def _select(n: int, limit: int | None, seed: int, salt: int) -> np.ndarray:
     return perm if limit is None else perm[:limit]
 
 
+def check_test_subsample(value: Any) -> dict[str, int]:
+    """`test_subsample` as {split: n} ({} = off); one line naming the bad entry otherwise."""
+    if not value:
+        return {}
+    try:
+        items = dict(value).items()
+    except (TypeError, ValueError):
+        raise UserError(f"dataset.datamodule.test_subsample must be null or a mapping of {TEST_SPLITS} to a document "
+                        f"count, got {value!r}") from None
+    out = {}
+    for split, n in items:
+        if split not in TEST_SPLITS or isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise UserError(f"dataset.datamodule.test_subsample: {split}: {n!r} is not a positive document count "
+                            f"of a test half ({', '.join(TEST_SPLITS)})")
+        out[str(split)] = int(n)
+    return out
+
+
+def subsample_rows(n_rows: int, size: int, seed: int, salt: int) -> np.ndarray:
+    """`size` of a test half's `n_rows` row indices, drawn uniformly at random by (seed, salt); all when fewer."""
+    if size > n_rows:
+        log.warning("test_subsample asks for %d documents of a test half that has %d: scoring all of them",
+                    size, n_rows)
+    return np.random.default_rng([seed, 1000 + salt]).permutation(n_rows)[:size]
+
+
 def _id_dtype(vocab_size: int) -> torch.dtype:
     """Smallest dtype for the ids (bytes fit uint8): the EWE cache is 8x smaller than int64."""
     for dtype in (torch.uint8, torch.int16, torch.int32):
@@ -150,6 +177,12 @@ class PatentDataModule(SplitLoaders, pl.LightningDataModule):
         cache_dir: where tokenized tensors and the label vocabulary go; None = <data_dir>/cache.
         seed: picks the val hold-out and the sample subsets (not the model seed).
         val_fraction: share of the (capped) train split held out for validation.
+        test_subsample: None (off: every document of each test half, the export's ~150k in all) or
+            ``{split: n}``: score a seeded random ``n`` of that half instead. The EWE paper's Table 2 prints
+            14.5k documents for 2015A and 15.4k for 2015B (the full profile's setting); it does not say how they
+            were drawn [inferred: uniformly at random]. Applied before ``max_eval_samples``.
+        test_subsample_seed: the subsample's seed, fixed across runs (not the model seed): every model and
+            seed scores the same documents, as the paper's one test set.
     """
 
     val_split = "val"
@@ -157,7 +190,8 @@ class PatentDataModule(SplitLoaders, pl.LightningDataModule):
     def __init__(self, data_dir: str | None = None, labeling: str = "first_later", batch_size: int = 32,
                  num_workers: int = 0, max_train_samples: int | None = None,
                  max_eval_samples: int | None = None, tokenizer: Any = None, cache_dir: str | None = None,
-                 seed: int = 0, val_fraction: float = 0.05):
+                 seed: int = 0, val_fraction: float = 0.05, test_subsample: dict[str, int] | None = None,
+                 test_subsample_seed: int = 0):
         super().__init__()
         if labeling not in LABELINGS:
             raise UserError(f"labeling must be one of {list(LABELINGS)}, got {labeling!r}")
@@ -169,6 +203,8 @@ class PatentDataModule(SplitLoaders, pl.LightningDataModule):
         self.batch_size, self.num_workers, self.seed = batch_size, num_workers, seed
         self.max_train_samples, self.max_eval_samples = max_train_samples, max_eval_samples
         self.cache_dir, self.val_fraction = cache_dir, val_fraction
+        self.test_subsample = check_test_subsample(test_subsample)
+        self.test_subsample_seed = test_subsample_seed
         self.test_splits: list[str] = list(TEST_SPLITS)
         self.label_vocab: LabelVocabulary | None = None
         self.data_info: dict[str, Any] = {}
@@ -239,6 +275,10 @@ class PatentDataModule(SplitLoaders, pl.LightningDataModule):
         n_val = max(n_val, 1) if len(pool) > 1 else 0
         plan = {"train": np.sort(pool[n_val:]), "val": np.sort(pool[:n_val][: self.max_eval_samples])}
         for k, split in enumerate(TEST_SPLITS, 1):   # sorted = file order, so reading streams
+            if split in self.test_subsample:             # the paper's test size, the same rows for every run
+                rows = subsample_rows(counts[split], self.test_subsample[split], self.test_subsample_seed, k)
+                plan[split] = np.sort(rows[: self.max_eval_samples])
+                continue
             plan[split] = np.sort(_select(counts[split], self.max_eval_samples, self.seed, k))
         for name, idx in plan.items():
             if len(idx) == 0:
@@ -256,7 +296,7 @@ class PatentDataModule(SplitLoaders, pl.LightningDataModule):
     def _build(self) -> None:
         if self._splits:
             return
-        self._dir = resolve_data_dir(self.data_dir)
+        self._dir, standin_note = self._export_dir()
         manifest = load_manifest(self._dir)
         verify_manifest(self._dir, manifest)   # shards vs their recorded sha256, so the cache key is the content
         counts = split_counts(manifest["shards"])
@@ -267,7 +307,10 @@ class PatentDataModule(SplitLoaders, pl.LightningDataModule):
         key_src = json.dumps({"v": _CACHE_VERSION, "tok": self.tokenizer.cache_key(),
                               "data": manifest_digest(manifest), "labeling": self.labeling,
                               "limits": [self.max_train_samples, self.max_eval_samples],
-                              "seed": self.seed, "val_fraction": self.val_fraction}, sort_keys=True)
+                              "seed": self.seed, "val_fraction": self.val_fraction,
+                              # only when set: caches written before the switch keep their keys
+                              **({"test_subsample": [self.test_subsample, self.test_subsample_seed]}
+                                 if self.test_subsample else {})}, sort_keys=True)
         key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
         path = cache_dir / f"patents-{key}.pt"
         cache = None
@@ -290,9 +333,24 @@ class PatentDataModule(SplitLoaders, pl.LightningDataModule):
         self.data_info = {"data_dir": str(self._dir), "synthetic": bool(manifest.get("synthetic", False)),
                           "manifest_digest": manifest_digest(manifest), "cache": str(path),
                           "rows": {n: int(len(i)) for n, i in plan.items()}, "num_labels": len(self.label_vocab)}
+        if standin_note:
+            self.data_info["standin"] = standin_note
         if self.data_info["synthetic"]:
             log.warning("USPTO datamodule is reading SYNTHETIC patents from %s", self._dir)
         self._splits = {n: _EncodedSplit(cache["splits"][n], len(self.label_vocab)) for n in plan}
+
+    def _export_dir(self) -> tuple[Path, str | None]:
+        """The export folder; in a dry run without one, a generated full-schema stand-in (`langrepr.data.standin`)."""
+        try:
+            return resolve_data_dir(self.data_dir), None
+        except UserError as err:
+            if not standin.enabled():
+                raise
+            root = Path(self.cache_dir) if self.cache_dir else Path("outputs") / "cache" / "uspto"
+            note = (f"dry run: no USPTO export ({err}); a generated stand-in in the export's schema with the paper's "
+                    f"{standin.USPTO_SUBCLASSES} subclasses (1,328 First/Later labels), not data")
+            log.warning("%s", note)
+            return standin.uspto_export(root), note
 
     def _check_labels(self, n_labels: int, n_rows: int) -> None:
         """No CPC code in the training rows: say so, not "num_labels must be >= 1" from the model (issue 21 u12)."""
