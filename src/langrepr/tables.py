@@ -308,7 +308,7 @@ def judge_claims(spec: dict, rows: list[dict]) -> list[dict]:
         record["ours"] = [a_cell["ours"], b_cell["ours"]] if b_cell else [a_cell["ours"]]
         record["paper"] = [a_cell.get("paper"), b_cell.get("paper")] if b_cell else [a_cell.get("paper")]
         record.update(verdicts.judge(record))
-        skipped = [f"{cell['column']} not run on this profile: {cell['not_run']}"
+        skipped = [f"{cell['column']} not run on this profile (the reason is under the table)"
                    for cell in (record["a"], record["b"]) if cell and cell.get("not_run")]
         if record["verdict"] == "not run" and skipped:
             record["reason"] = "; ".join(dict.fromkeys(skipped))
