@@ -1,6 +1,6 @@
 """Benchmark: train-step time of BERT_EWE vs BERT_ORIG at equal u (EWE §6: "no meaningful overhead").
 
-Both models come from their real configs (conf/model/bert_{ewe,orig}.yaml) at a reduced width so the
+Both models come from their real configs (conf/papers/ewe/model/bert_{ewe,orig}.yaml) at a reduced width so the
 measurement fits a CPU. The ratio is measured in interleaved rounds (src/langrepr/benchmarking.py): each round
 times a few steps of each model, its ratio is EWE / ORIG of the round's median steps, and the result is the
 median and spread of the per-round ratios — once on the machine as it is and once with a second,

@@ -1,6 +1,6 @@
 """Benchmark LEAM's speed claim (ACL 2018, Table 4 / §5): a training step near SWEM's cost, far below RNN's.
 
-Builds LEAM, SWEM-concat, the Kim CNN and the BiLSTM from conf/model/*.yaml (300-d vectors, as the paper)
+Builds LEAM, SWEM-concat, the Kim CNN and the BiLSTM from conf/papers/leam/model/*.yaml (300-d vectors, as the paper)
 and times Adam training steps on the same random batch (default 50 texts x 128 words, 10 labels, 20,000-word
 vocabulary) in one process, interleaving models round by round so background load hits all alike; each
 model's time is its fastest round. Prints and writes outputs/bench/leam_step_time.json with the ratios

@@ -5,7 +5,7 @@
    slope over N = 512..8192 should be ~1 for TensorCoder (target <= 1.1) and ~2 for SDPA as N grows; the
    crossover is the smallest N from which TensorCoder is faster at every longer N measured.
 2. Attention GFLOPs at the PTB settings of Table 1 (N = 100), counted by the models' own
-   ``extra_metrics`` on nets built from conf/model/*.yaml with the experiment's widths: the
+   ``extra_metrics`` on nets built from conf/papers/tensorcoder/model/*.yaml with the experiment's widths: the
    Transformer-8head / TensorCoder-8conv ratio (paper 3.05, target >= 3) and 1head / 1conv (paper 1.06).
 
 Writes outputs/bench/tensorcoder_scaling.json and outputs/bench/tensorcoder_flops.json as
@@ -24,6 +24,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 import langrepr.train  # noqa: F401  (registers the config resolvers)
+from langrepr.confpaths import CONF_DIR
 from langrepr.models.baseline_attention import MultiHeadSDPAttention
 from langrepr.models.tensorcoder_attention import TensorCoderAttention
 from langrepr.utils import PROJECT_ROOT, write_json_atomic
@@ -78,7 +79,7 @@ def scaling(d: int, repeats: int) -> dict:
 
 def flops() -> dict:
     gflops, settings = {}, None
-    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         for model in TABLE1_MODELS:
             cfg = compose("train", overrides=["experiment=tensorcoder_table1", f"model={model}", "dataset=ptb"])
             seq_len = cfg.dataset.datamodule.seq_len

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from langrepr.confpaths import CONF_DIR
+from langrepr.confpaths import group_options
 from langrepr.plan import PEAK_SOURCE, compose_cell, peak_for, stages
 from langrepr.utils import PROJECT_ROOT, write_json_atomic
 
@@ -120,7 +120,7 @@ def train_rate(work, net, x, dtype, device, optimizer: str, steps: int, warmup: 
 
 def check_cell(paper: str, row: str, overrides: list[str], small: list[str], args, device, peak) -> dict:
     """Compose the cell, build its network at full size (tiny with --small), time it in fp16 and bf16."""
-    if not (CONF_DIR / "experiment" / f"{overrides[0].split('=', 1)[1]}.yaml").exists():
+    if overrides[0].split("=", 1)[1] not in group_options("experiment"):
         overrides = FALLBACK[row]      # a tree from before multihot pretraining became its own train cell
     cfg, findings = compose_cell(["profile=full", *overrides, *(small if args.small else [])])
     stage = stages(cfg)[0]

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 import langrepr.train  # noqa: F401  (registers the ${cell:} resolver Hydra needs to compose)
+from langrepr.confpaths import CONF_DIR
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 
 ROOT = Path(__file__).resolve().parents[1]
-CONF_DIR = ROOT / "conf"
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,12 @@ import pytest
 from hydra.utils import get_class, get_method, instantiate
 from omegaconf import OmegaConf
 
+from langrepr.confpaths import group_options
+
 CONF = Path(__file__).resolve().parents[1] / "conf"
-EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
-MODELS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
-DATASETS = sorted(p.stem for p in (CONF / "dataset").glob("*.yaml"))
+EXPERIMENTS = group_options("experiment")   # every config root: conf/ and conf/papers/<paper>/
+MODELS = group_options("model")
+DATASETS = group_options("dataset")
 
 
 def targets(node):
@@ -61,7 +63,7 @@ def test_experiment_composes_and_sweep_expands(compose_cfg, experiment, profile)
 @pytest.mark.parametrize("model", MODELS)
 def test_model_config_instantiates_at_smoke_size(compose_cfg, model):
     cfg = compose_cfg(f"model={model}", "debug=smoke")
-    if cfg.get("stage") == "pipeline":  # a reference row (conf/model/reference_*.yaml): no net, a pipeline function
+    if cfg.get("stage") == "pipeline":  # a reference row (conf/papers/*/model/reference_*.yaml, ...): a pipeline, no net
         importable(cfg.pipeline._target_)
         return
     if model == "none":                 # no model, for pipeline and stats cells: nothing to build

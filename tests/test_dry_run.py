@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from conftest import run_cli
+from langrepr.confpaths import option_files
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 DATA = Path(os.environ["LANGREPR_DATA_DIR"]) if os.environ.get("LANGREPR_DATA_DIR") else None
@@ -138,8 +139,8 @@ def test_multihot_pretrain_dry_cell_names_the_missing_corpus(tmp_path):
 
 # ---------------------------------------------------------------- every full cell of every table
 
-TABLES = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")
-                if "table:" in p.read_text() or p.stem.startswith("bitcipher_figure"))
+TABLES = sorted(t for t, p in option_files("experiment").items()
+                if "table:" in p.read_text() or t.startswith("bitcipher_figure"))
 
 
 @pytest.mark.slow

@@ -9,9 +9,10 @@ import pytest
 import yaml
 
 from conftest import run_cli
+from langrepr.confpaths import group_options, option_files
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-EWE_TABLES = sorted(p.stem for p in (CONF / "experiment").glob("ewe_table*.yaml"))
+EWE_TABLES = [t for t in group_options("experiment") if t.startswith("ewe_table")]
 
 
 @pytest.mark.parametrize("table", EWE_TABLES)
@@ -25,7 +26,7 @@ def test_table_target_runs_and_renders_at_smoke_size(tmp_path, table):
     assert render.returncode == 0, render.stderr[-3000:]
     stem = table if table == "ewe_table1" else f"{table}.quick"
     result = json.loads((out / "tables" / f"{stem}.json").read_text())
-    own = {r["key"] for r in yaml.safe_load((CONF / "experiment" / f"{table}.yaml").read_text())["table"]["rows"]
+    own = {r["key"] for r in yaml.safe_load(option_files("experiment")[table].read_text())["table"]["rows"]
            if not r.get("run_id")}      # rows read from another table's cells (e.g. Table 3's) are not run here
     cells = [c for row in result["rows"] if row["key"] in own for c in row["cells"].values()]
     assert cells and all(c["ours"] is not None for c in cells), "a cell of the smoke sweep did not run"
@@ -49,7 +50,7 @@ def _train_experiments(target: str) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("table", sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")))
+@pytest.mark.parametrize("table", group_options("experiment"))
 def test_a_target_runs_every_sweep_whose_cells_it_renders(table):
     """A fresh clone's `make <table> PROFILE=quick` never renders "not run" for a cell another sweep provides."""
     import shutil

@@ -594,13 +594,14 @@ def test_bad_pipeline_settings_are_refused_by_validation(argv, line, composed_ex
 
 
 def test_every_experiment_passes_the_pipeline_checks(compose_cfg):
+    from langrepr.confpaths import group_options
     from langrepr.validation import check_pipeline_values
 
-    for path in sorted((Path(__file__).resolve().parents[1] / "conf" / "experiment").glob("*.yaml")):
-        if not path.stem.startswith(("bitcipher", "multihot", "leam")):
+    for table in group_options("experiment"):
+        if not table.startswith(("bitcipher", "multihot", "leam")):
             continue                              # the EWE and TensorCoder tables set none of these settings
         for profile in ("quick", "full"):
-            check_pipeline_values(compose_cfg(f"experiment={path.stem}", f"profile={profile}"))
+            check_pipeline_values(compose_cfg(f"experiment={table}", f"profile={profile}"))
 
 
 def test_leam_without_class_names_where_the_data_has_none_is_accepted(compose_cfg):

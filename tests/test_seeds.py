@@ -8,7 +8,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from langrepr import cell
-from langrepr.confpaths import CONF_DIR
+from langrepr.confpaths import CONF_DIR, group_options
 
 THREE_SEEDS = ["ewe_table3", "ewe_table4", "ewe_table5", "tensorcoder_table1", "tensorcoder_table2",
                "tensorcoder_table3", "multihot_table2", "multihot_table3", "multihot_table5", "leam_table2",
@@ -40,7 +40,7 @@ def test_seeds_is_not_part_of_a_cells_identity_or_folder():
     assert cell.config_fingerprint(one) == cell.config_fingerprint(three)
 
 
-@pytest.mark.parametrize("experiment", sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml")))
+@pytest.mark.parametrize("experiment", group_options("experiment"))
 def test_every_full_sweep_value_composes(experiment):
     """Each value a full sweep sets composes (leam_table3 swept an undeclared leam_window: Hydra refused it)."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -21,12 +21,12 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 import langrepr.train  # noqa: F401  (registers the config resolvers)
-from langrepr.utils import PROJECT_ROOT
+from langrepr.confpaths import CONF_DIR
 
 
 def build_net(model: str, overrides: list[str], num_labels: int = 1328) -> tuple[torch.nn.Module, dict]:
-    """The net of conf/model/<model>.yaml (with overrides) and its input shape {u, v, vocab}."""
-    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
+    """The net of `model=<model>` (with overrides) and its input shape {u, v, vocab}."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=[f"model={model}", *overrides])
     kwargs = {"num_labels": num_labels}
     net = instantiate(cfg.model.net, **kwargs)
@@ -122,7 +122,7 @@ def competing_process(threads: int = 1) -> Iterator[subprocess.Popen]:
 
 def compose_cell(overrides: list[str]) -> Any:
     """The composed config of one cell (`experiment=… profile=… model=…`), as `python -m langrepr.train` sees it."""
-    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose("train", overrides=overrides)
 
 

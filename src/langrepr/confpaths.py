@@ -1,5 +1,10 @@
 """The one module that knows where `conf/` is, which options a config group has, and our OmegaConf resolvers.
 
+Hydra reads options from several config roots: `conf/` itself and one folder per paper, `conf/papers/<paper>/`,
+which `conf/train.yaml` puts on Hydra's search path (`hydra.searchpath`). So `conf/papers/leam/model/leam.yaml`
+answers `model=leam` exactly as `conf/model/leam.yaml` would. Whatever lists a group's options asks
+`group_options`, which reads every root.
+
 Kept free of torch and Lightning so that rendering a table (`python -m langrepr.tables`) and building the
 report start without importing training code.
 """
@@ -7,11 +12,13 @@ report start without importing training code.
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+PAPERS = "papers"   # conf/papers/<paper>/<group>/<option>.yaml: one paper's options, on Hydra's search path
 # bytes of one cell folder name: a file system allows 255, and force=true moves a cell to `<name>@<time>` (+16)
 MAX_CELL_NAME = 200
 SHORTENED = "~"   # the mark of a shortened cell name: `<whole overrides that fit>,~<sha256 of the full name>`
@@ -38,10 +45,39 @@ def cell_dir_name(name: str | None) -> str:
 
 
 OmegaConf.register_new_resolver("cell", cell_dir_name, replace=True)
+# `hydra.searchpath: [file://${conf_dir:}/papers/ewe, ...]` in train.yaml: absolute, whatever the working directory
+OmegaConf.register_new_resolver("conf_dir", lambda: CONF_DIR.as_posix(), replace=True)
 # `hydra.sweeper.params.seed: ${seed_list:${seeds}}`: the full sweeps run seeds 1..seeds (3 unless `seeds=N`)
 OmegaConf.register_new_resolver("seed_list", lambda n: ",".join(str(i) for i in range(1, int(n) + 1)), replace=True)
 
 
+@lru_cache(maxsize=1)
+def config_roots() -> tuple[Path, ...]:
+    """Every folder Hydra reads options from, in its search order: `conf/`, then train.yaml's `hydra.searchpath`."""
+    searchpath = OmegaConf.load(CONF_DIR / "train.yaml").hydra.get("searchpath") or []
+    roots = [CONF_DIR]
+    for entry in searchpath:
+        if not entry.startswith("file://"):
+            raise ValueError(f"conf/train.yaml: hydra.searchpath entry {entry!r} is not a file:// folder")
+        roots.append(Path(entry.removeprefix("file://")))
+    return tuple(roots)
+
+
+def config_groups() -> list[str]:
+    """The config groups (`dataset`, `model`, `trainer`, ...): folders of any config root, sorted."""
+    return sorted({p.name for root in config_roots() if root.is_dir() for p in root.iterdir()
+                   if p.is_dir() and p.name != PAPERS})
+
+
+def option_files(group: str) -> dict[str, Path]:
+    """{option: file} of a config group over every config root; the first root wins, as in Hydra."""
+    files: dict[str, Path] = {}
+    for root in config_roots():
+        for path in sorted((root / group).glob("*.yaml")):
+            files.setdefault(path.stem, path)
+    return files
+
+
 def group_options(group: str) -> list[str]:
-    """The option names of a config group (`model`, `dataset`, `experiment`, ...), sorted."""
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+    """The option names of a config group (`model`, `dataset`, `experiment`, ...) over every config root, sorted."""
+    return sorted(option_files(group))

@@ -984,9 +984,9 @@ def render_all(plans: list[dict]) -> str:
 # ---------------------------------------------------------------- CLI
 
 def tables() -> list[str]:
-    from langrepr.confpaths import CONF_DIR
+    from langrepr.confpaths import group_options
 
-    return sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
+    return group_options("experiment")
 
 
 def main(argv: list[str] | None = None) -> None:

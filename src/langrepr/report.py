@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from langrepr.confpaths import group_options
 from langrepr.errors import WRITE_ERRNOS, UserError
 from langrepr.utils import PROJECT_ROOT, git_commit, open_mode, write_text_atomic
 
@@ -71,9 +72,9 @@ def load_tables(outputs: Path) -> list[dict]:
     return found
 
 
-def not_rendered(tables: list[dict], conf_dir: Path = PROJECT_ROOT / "conf") -> list[str]:
+def not_rendered(tables: list[dict]) -> list[str]:
     rendered = {t["table"]["table"] for t in tables}
-    return [p.stem for p in sorted((conf_dir / "experiment").glob("*.yaml")) if p.stem not in rendered]
+    return [name for name in group_options("experiment") if name not in rendered]
 
 
 def resolve_run_dir(run_dir: str, outputs: Path) -> Path:

@@ -21,7 +21,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
 from langrepr import verdicts
-from langrepr.confpaths import CONF_DIR
+from langrepr.confpaths import CONF_DIR, group_options
 from langrepr.errors import WRITE_ERRNOS, UserError
 from langrepr.metric_versions import METRIC_VERSIONS, metric_name, stale_metrics
 from langrepr.table_spec import TableSpec
@@ -34,8 +34,8 @@ log = logging.getLogger("langrepr.tables")
 
 def experiment_config(table: str, profile: str, dry: bool = False) -> DictConfig:
     """Compose the experiment exactly as `make` runs it, to read its run_id, profile_name and `table:` spec."""
-    if not (CONF_DIR / "experiment" / f"{table}.yaml").exists():
-        options = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
+    options = group_options("experiment")
+    if table not in options:
         raise UserError(f"unknown table '{table}': choose one of {', '.join(options)}")
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=[f"experiment={table}", f"profile={profile}", *(["debug=dry"] if dry else [])])
@@ -623,7 +623,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     names = args.tables
     if names == ["all"]:
-        names = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
+        names = group_options("experiment")
     try:
         for name in names:
             if args.rejudge:

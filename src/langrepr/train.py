@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from langrepr import cell
 from langrepr.callbacks import AtomicCheckpointIO, LastCheckpoint
-from langrepr.confpaths import CONF_DIR
+from langrepr.confpaths import CONF_DIR, group_options
 from langrepr.data import integrity
 from langrepr.errors import Diverged, UserError, one_line, write_failure
 from langrepr.metric_versions import METRIC_VERSIONS
@@ -371,7 +371,7 @@ def check_group_choices(argv: list[str]) -> None:
         key, sep, value = arg.lstrip("+~").partition("=")
         if not sep or key not in CONFIG_GROUPS or value in ("", "null"):
             continue
-        options = sorted(p.stem for p in (CONF_DIR / key).glob("*.yaml"))
+        options = group_options(key)
         for choice in value.split(","):
             if choice.startswith(("glob(", "choice(", "range(")):
                 continue

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from langrepr.confpaths import CONF_DIR
+from langrepr.confpaths import CONF_DIR, config_groups, option_files
 from langrepr.errors import UserError
 
 GLOBAL_GROUPS = ("experiment", "experiment_profile", "profile", "debug", "local")
@@ -44,11 +44,11 @@ def known_top_level_keys() -> frozenset[str]:
     """Top-level keys the config tree declares (train.yaml + every `@package _global_` file)."""
     keys = set(yaml.safe_load((CONF_DIR / "train.yaml").read_text()) or {})
     for group in GLOBAL_GROUPS:
-        for path in (CONF_DIR / group).glob("*.yaml"):
+        for path in option_files(group).values():   # every config root: conf/ and conf/papers/<paper>/
             text = path.read_text()
             if "@package _global_" in text:
                 keys |= set(yaml.safe_load(text) or {})
-    keys |= {p.name for p in CONF_DIR.iterdir() if p.is_dir()}   # config groups: dataset, model, trainer, ...
+    keys |= set(config_groups())   # dataset, model, trainer, ...
     return frozenset(keys - {"defaults"})
 
 
@@ -388,8 +388,8 @@ def check_leam_class_names(cfg: DictConfig) -> None:
     if names is None:
         dataset = _get(cfg, "dataset.datamodule.name")
         declared = None
-        path = CONF_DIR / "dataset" / f"{dataset}.yaml"
-        if dataset and path.is_file():
+        path = option_files("dataset").get(dataset)
+        if path is not None:
             declared = ((yaml.safe_load(path.read_text()) or {}).get("datamodule") or {}).get("class_names")
         if declared:
             raise UserError(f"dataset.datamodule.class_names=null: LEAM initialises its label embeddings from the "

@@ -1,7 +1,7 @@
 """Reference rows of the TensorCoder tables: what a model must beat to have learned anything.
 
-Run as ``stage: pipeline`` cells (``conf/model/reference_*.yaml``) on the same datamodule, split and
-evaluation protocol as the model rows, so a table shows at a glance whether a model is above chance:
+Run as ``stage: pipeline`` cells (``conf/papers/tensorcoder/model/reference_*.yaml``) on the same datamodule,
+split and evaluation protocol as the model rows, so a table shows at a glance whether a model is above chance:
 
 - `masked_unigram_nll` (Table 1): cross-entropy, in nats, of a unigram model of the training split on
   exactly the tokens the models are scored on (the fixed, seeded validation/test masks of

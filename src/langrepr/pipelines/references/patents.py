@@ -1,6 +1,6 @@
 """Reference rows of the EWE patent tables, computed on the very split the models see.
 
-Two `stage: pipeline` cells (conf/model/patent_label_prior.yaml, patent_tfidf_probe.yaml): the label prior
+Two `stage: pipeline` cells (conf/papers/ewe/model/patent_label_prior.yaml, patent_tfidf_probe.yaml): the label prior
 (every document gets the training label frequencies as scores, so it predicts the train-frequent label set
 at the task's threshold) and a TF-IDF + one-vs-rest logistic-regression probe (scikit-learn). They make a
 quick table readable at a glance: is a model above chance, and how far from a simple probe. They are scored
