@@ -180,3 +180,22 @@ def test_rejudge_keeps_the_data_line_of_the_runs_and_notes_a_newer_recipe(tmp_pa
     result = rejudge("tensorcoder_table3", "quick", tmp_path)
     assert result["data"] == "QUICK: the recipe these cells ran"
     assert any(n.startswith("These cells ran under an earlier recipe") for n in result["notes"])
+
+
+def test_rejudge_blanks_a_column_the_spec_now_marks_not_run(tmp_path):
+    """A column the profile stops running (TensorCoder Table 2 quick BLEU) shows its reason, never the old zeros."""
+    render("tensorcoder_table2", "quick", tmp_path)
+    path = tmp_path / "tables" / "tensorcoder_table2.quick.json"
+    table = json.loads(path.read_text())
+    for row in table["rows"]:
+        if row["key"] in ("TensorCoder-8conv", "Transformer-8head"):
+            row["cells"]["BLEU"].update(ours=0.0, std=0.0, n=3, runs=["r1", "r2", "r3"])
+            row["cells"]["valid NLL"].update(ours=6.88, std=0.0, n=3)
+    path.write_text(json.dumps(table))
+    result = rejudge("tensorcoder_table2", "quick", tmp_path)
+    row = next(r for r in result["rows"] if r["key"] == "TensorCoder-8conv")
+    assert row["cells"]["BLEU"]["ours"] is None and row["cells"]["BLEU"]["not_run"]
+    assert row["cells"]["valid NLL"]["ours"] == 6.88
+    assert "BLEU" in result["not_run"]          # the reason is printed under the table
+    bleu_claims = [c for c in result["claims"] if "BLEU" in c["text"] or "bleu" in c["text"]]
+    assert bleu_claims and all(c["verdict"] in ("not run", "not judged") for c in bleu_claims)

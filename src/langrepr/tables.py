@@ -563,7 +563,7 @@ def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs") 
 
     A clone holds the table JSONs, not the runs behind them: the cells (mean, std, n) stay as measured; the
     spec's rows, columns, claims and notes are re-read, so a claim added to the spec is judged without a re-run.
-    A row or column the JSON does not have renders "not run".
+    A row or column the JSON does not have renders "not run"; so does a column the spec's `not_run` names.
     """
     cfg = experiment_config(table, profile)
     spec = table_spec(cfg, table)
@@ -586,6 +586,9 @@ def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs") 
                 # measured under an older definition (the JSON predates metric versions): shown as stale
                 cell.update(stale=list(cell.get("runs", [])) or ["(committed value)"], stale_value=cell["ours"],
                             ours=None, std=None, n=0)
+            not_run = (spec.get("not_run") or {}).get(column["name"])
+            if not_run:      # the spec now says this profile does not run the column: as a render would show it
+                cell.update(ours=None, std=None, n=0, runs=[], seeds=[], commits=[], not_run=not_run)
             reference = bool(row.get("reference", False))
             cell["deterministic"] = reference if row.get("deterministic") is None else bool(row["deterministic"])
             cells[column["name"]] = cell
@@ -597,7 +600,8 @@ def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs") 
         notes.append(f"These cells ran under an earlier recipe (the data line above); the current one is: "
                      f"{spec['data']}. `make {table.replace('_', '-')} PROFILE={profile}` re-runs them.")
     result = dict(old, title=spec["title"], columns=[c["name"] for c in spec["columns"]], rows=rows,
-                  claims=judge_claims(spec, rows), data=ran, notes=notes)
+                  claims=judge_claims(spec, rows), data=ran, notes=notes,
+                  not_run=dict(spec.get("not_run") or {}))
     write_json_atomic(path, result)
     write_text_atomic(path.with_suffix(".md"), to_markdown(result, spec))
     log.info("Re-judged %s", path.with_suffix(".md"))
