@@ -168,6 +168,8 @@ def test_the_plan_costs_a_grid_cell_and_skips_one_that_does_not_compose():
                                     "encoder=swem"])
     assert "exists only for ko text" in plan.grid_composition(english)
     assert plan.grid_composition(cfg) is None
+    sweeps = plan.extra_sweeps("grid", "full")     # what `make grid` runs beside the experiment's own sweep
+    assert ["grid_task=nsmc_text", "input=multihot"] in sweeps and len(sweeps) == 7 and plan.extra_sweeps("ewe_table3", "full") == []
 
 
 def test_the_report_shows_the_heat_map(tmp_path):

@@ -540,6 +540,20 @@ def train_stage(cfg: Any) -> Stage:
                  notes=notes)
 
 
+def extra_sweeps(table: str, profile: str) -> list[list[str]]:
+    """Sweeps a table's make target runs beside its experiment's own (single values: each is composed once).
+
+    The grid (`make grid`): multi-hot inputs on NSMC only, and the reference rows (one seed, deterministic).
+    """
+    if table != "grid":
+        return []
+    patents = "synthetic" if profile == "quick" else "uspto"
+    refs = [(patents, "patent_label_prior"), (patents, "patent_tfidf_probe")] + [
+        (task, model) for task in ("ag_news", "nsmc_text") for model in ("majority_class", "bow_lr")]
+    return ([["grid_task=nsmc_text", "input=multihot"]]
+            + [[f"grid_task={task}", "input=none", "encoder=none", f"model={model}", "seed=1"] for task, model in refs])
+
+
 def grid_workload(cfg: Any, dataset: str) -> Workload:
     """A grid cell's input x encoder at its input's id shape: (L,) token ids, (u, v) EWE materials, (L, 1 + G) groups."""
     tok = cfg.model.tokenizer.inner
@@ -830,7 +844,10 @@ def plan_table(table: str, profile: str, gpu: str, utilisation: float | None, me
     from langrepr.cell import cell_fingerprint
 
     cells, downloads, findings = [], set(), []
-    for overrides in sweep_cells(table, profile, extra):
+    jobs = sweep_cells(table, profile, extra)
+    for more in extra_sweeps(table, profile):   # sweeps its make target runs beside the experiment's own
+        jobs += [job for job in sweep_cells(table, profile, [*extra, *more]) if job not in jobs]
+    for overrides in jobs:
         name = cell_name(overrides)
         entry: dict[str, Any] = {"cell": name, "overrides": overrides, "stages": [], "findings": []}
         try:
