@@ -556,6 +556,11 @@ def extra_sweeps(table: str, profile: str) -> list[list[str]]:
 
 def grid_workload(cfg: Any, dataset: str) -> Workload:
     """A grid cell's input x encoder at its input's id shape: (L,) token ids, (u, v) EWE materials, (L, 1 + G) groups."""
+    from omegaconf import OmegaConf
+
+    node = _sel(cfg, "input.net")
+    if node is not None and "vectors_path" in node:   # vectors trained in the cell: a random start costs the same
+        OmegaConf.update(cfg, "input.net.vectors_path", None, merge=False)
     tok = cfg.model.tokenizer.inner
     target = str(tok._target_)
     if "WhitespaceByte" in target or "RawByte" in target:
