@@ -171,6 +171,9 @@ def test_the_plan_costs_a_grid_cell_and_skips_one_that_does_not_compose():
     vectors, _ = plan.compose_cell(["experiment=grid", "profile=quick", "grid_task=ag_news", "input=word2vec",
                                     "encoder=leam"])
     assert plan.measure(plan.train_stage(vectors).work)["params"] > 0     # no vectors file needed to cost it
+    korean, _ = plan.compose_cell(["experiment=grid", "profile=quick", "grid_task=nsmc_text", "input=multihot",
+                                   "encoder=bert"])
+    assert plan.measure(plan.train_stage(korean).work)["step_flops"] > 0  # POS ids within the tag table
     sweeps = plan.extra_sweeps("grid", "full")     # what `make grid` runs beside the experiment's own sweep
     assert ["grid_task=nsmc_text", "input=multihot"] in sweeps and len(sweeps) == 7 and plan.extra_sweeps("ewe_table3", "full") == []
 

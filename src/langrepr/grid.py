@@ -163,7 +163,7 @@ def heat_map(table: dict, path: Path) -> Path | None:
         return None
     rows, columns, gaps = floor_gaps(table)
     data = np.array([[np.nan if g is None else g for g in row] for row in gaps], dtype=float)
-    fig, ax = plt.subplots(figsize=(2.2 + 1.6 * len(columns), 0.9 + 0.32 * len(rows)))
+    fig, ax = plt.subplots(figsize=(3.2 + 1.6 * len(columns), 1.2 + 0.32 * len(rows)))
     finite = data[np.isfinite(data)]
     top = float(np.abs(finite).max()) if finite.size else 1.0
     image = ax.imshow(np.ma.masked_invalid(data), cmap="RdYlGn", vmin=-top, vmax=top, aspect="auto")
@@ -176,8 +176,8 @@ def heat_map(table: dict, path: Path) -> Path | None:
             ax.text(j, i, text, ha="center", va="center", fontsize=7)
     ax.set_xticks(range(len(columns)), columns, fontsize=8)
     ax.set_yticks(range(len(rows)), rows, fontsize=7)
-    ax.set_title(f"Gap to each column's floor (points), {table['profile']} grid; n/c = does not compose, "
-                 "✗ = below the floor, * = best beyond noise", fontsize=8)
+    ax.set_title(f"{table['profile']} grid: gap to each column's floor (points, mean over seeds)\n"
+                 "n/c = does not compose, ✗ = below the floor, * = best beyond the noise, — = not run", fontsize=8)
     fig.colorbar(image, ax=ax, fraction=0.03, label="points above the floor")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

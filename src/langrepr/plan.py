@@ -202,6 +202,8 @@ class Workload:
             out = random_batch(s, batch, s["labels"], generator)
         elif self.kind == "grid_classifier":   # the grid's input x encoder: ids in the input's shape
             ids = rand(batch, *s["ids"])
+            if s.get("pos_tags"):                 # multi-hot groups: column 0 is the POS tag id
+                ids[..., 0] = torch.randint(0, s["pos_tags"], ids.shape[:-1], generator=generator)
             labels = ((torch.rand(batch, s["labels"], generator=generator) < 0.05).float() if s["multilabel"]
                       else torch.randint(0, s["labels"], (batch,), generator=generator))
             out = {"input_ids": ids, "attention_mask": torch.ones(batch, s["ids"][0], dtype=torch.long),
@@ -563,17 +565,19 @@ def grid_workload(cfg: Any, dataset: str) -> Workload:
         OmegaConf.update(cfg, "input.net.vectors_path", None, merge=False)
     tok = cfg.model.tokenizer.inner
     target = str(tok._target_)
+    extra: dict = {}
     if "WhitespaceByte" in target or "RawByte" in target:
         ids, vocab = ([int(tok.u), int(tok.v)] if int(tok.v) > 1 else [int(tok.u)]), 256
     elif "MultiHot" in target:
         ids, vocab = [int(tok.max_length), 1 + int(tok.max_group)], int(tok.bpe_size) + int(tok.syllables)
+        extra = {"pos_tags": int(cfg.model.net.input.num_pos_tags)}
     else:
         ids, vocab = [int(tok.max_length)], int(tok.get("vocab_size") or tok.get("max_vocab"))
     dm = cfg.dataset.datamodule
     labels = LABELS[dataset][0] if dataset in LABELS else len(dm.get("class_names") or []) or 2
     multilabel = bool(dm.get("multilabel", False)) or dataset in ("uspto", "synthetic")
     return Workload("grid_classifier", cfg.model.net, {"vocab_size": vocab, "num_labels": labels},
-                    {"ids": ids, "vocab": vocab, "labels": labels, "multilabel": multilabel})
+                    {"ids": ids, "vocab": vocab, "labels": labels, "multilabel": multilabel, **extra})
 
 
 def grid_composition(cfg: Any) -> str | None:
