@@ -194,6 +194,27 @@ ifeq ($(PROFILE),quick)
 bitcipher-figure4: export OMP_NUM_THREADS ?= 1
 endif
 
+# The grid (issue 24, beyond the papers): the five papers' inputs x encoders over tasks. Per encoder (cheapest first,
+# so a partial run has every task for them): one sweep over patents + AG News, one over NSMC (multi-hot groups
+# compose with Korean text only); then the reference rows (deterministic: one seed) and the render
+# (outputs/tables/grid.<profile>.{md,json}, outputs/figures/grid.<profile>.png). GRID_SEEDS=1 runs one seed.
+GRID_RUN = $(RUN) -m experiment=grid profile=$(PROFILE) ckpt_path=auto
+GRID_INPUTS = wordpiece,ewe,bytes,words,bitcipher_sum,word2vec
+GRID_ENCODERS = swem leam tensorcoder bert
+GRID_PATENTS = $(if $(filter quick,$(PROFILE)),synthetic,uspto)
+GRID_SEEDS ?=
+GRID_OUTPUTS ?= outputs
+GRID_SEED = $(if $(GRID_SEEDS),seed=$(GRID_SEEDS))
+.PHONY: grid
+grid: $(STAMP) ## The grid (beyond the papers): inputs x encoders over patents / AG News / NSMC, floor + BoW LR rows, heat map
+	$(GRID_RUN) grid_task=$(GRID_PATENTS) input=none encoder=none model=patent_label_prior,patent_tfidf_probe seed=1 $(ARGS)
+	$(GRID_RUN) grid_task=ag_news,nsmc_text input=none encoder=none model=majority_class,bow_lr seed=1 $(ARGS)
+	set -e; for enc in $(GRID_ENCODERS); do $(GRID_RUN) encoder=$$enc grid_task=$(GRID_PATENTS),ag_news input=$(GRID_INPUTS) $(GRID_SEED) $(ARGS); $(GRID_RUN) encoder=$$enc grid_task=nsmc_text input=$(GRID_INPUTS),multihot $(GRID_SEED) $(ARGS); done
+	$(PY) -m langrepr.grid --profile $(PROFILE) --outputs $(GRID_OUTPUTS)
+ifeq ($(PROFILE),quick)
+grid: export OMP_NUM_THREADS ?= 1
+endif
+
 # a mistyped target (make ewe-table9) is one line naming it, not make's "No rule to make target"
 .DEFAULT:
 	$(error unknown target '$@': run `make help` to list the targets)

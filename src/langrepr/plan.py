@@ -200,6 +200,14 @@ class Workload:
             from langrepr.benchmarking import random_batch
 
             out = random_batch(s, batch, s["labels"], generator)
+        elif self.kind == "grid_classifier":   # the grid's input x encoder: ids in the input's shape
+            ids = rand(batch, *s["ids"])
+            if s.get("pos_tags"):                 # multi-hot groups: column 0 is the POS tag id
+                ids[..., 0] = torch.randint(0, s["pos_tags"], ids.shape[:-1], generator=generator)
+            labels = ((torch.rand(batch, s["labels"], generator=generator) < 0.05).float() if s["multilabel"]
+                      else torch.randint(0, s["labels"], (batch,), generator=generator))
+            out = {"input_ids": ids, "attention_mask": torch.ones(batch, s["ids"][0], dtype=torch.long),
+                   "labels": labels}
         elif self.kind == "text_classifier":
             ids = rand(batch, s["length"])
             labels = ((torch.rand(batch, s["labels"], generator=generator) < 0.05).float() if s["multilabel"]
@@ -236,7 +244,7 @@ class Workload:
         if self.kind == "hf_classifier":
             return F.binary_cross_entropy_with_logits(net(input_ids=x["input_ids"], attention_mask=x["attention_mask"])
                                                       .float(), x["labels"])
-        if self.kind == "text_classifier":
+        if self.kind in ("text_classifier", "grid_classifier"):
             logits = net(x["input_ids"], x["attention_mask"]).float()
             loss = (F.binary_cross_entropy_with_logits(logits, x["labels"]) if self.shape["multilabel"]
                     else F.cross_entropy(logits, x["labels"]))
@@ -488,6 +496,8 @@ def train_stage(cfg: Any) -> Stage:
         vocab = int(tok.max_vocab)
         work = Workload("text_classifier", cfg.model.net, {"vocab_size": vocab, "num_labels": labels},
                         {"length": int(tok.max_length), "vocab": vocab, "labels": labels, "multilabel": multilabel})
+    elif cls == "GridModel":      # the grid (issue 24): an input x an encoder (langrepr.models.grid)
+        work = grid_workload(cfg, dataset)
     elif cls == "MaskedLMModel":
         n, vocab = int(dm.seq_len), size["vocab"]
         units_per_example = n
@@ -530,6 +540,56 @@ def train_stage(cfg: Any) -> Stage:
     return Stage("train", work, batch, steps, note, examples, optimizer=optimizer,
                  precision=str(_sel(cfg, "trainer.precision", "32")), eval_forwards=forwards, eval_note=eval_note,
                  notes=notes)
+
+
+def extra_sweeps(table: str, profile: str) -> list[list[str]]:
+    """Sweeps a table's make target runs beside its experiment's own (single values: each is composed once).
+
+    The grid (`make grid`): multi-hot inputs on NSMC only, and the reference rows (one seed, deterministic).
+    """
+    if table != "grid":
+        return []
+    patents = "synthetic" if profile == "quick" else "uspto"
+    refs = [(patents, "patent_label_prior"), (patents, "patent_tfidf_probe")] + [
+        (task, model) for task in ("ag_news", "nsmc_text") for model in ("majority_class", "bow_lr")]
+    return ([["grid_task=nsmc_text", "input=multihot"]]
+            + [[f"grid_task={task}", "input=none", "encoder=none", f"model={model}", "seed=1"] for task, model in refs])
+
+
+def grid_workload(cfg: Any, dataset: str) -> Workload:
+    """A grid cell's input x encoder at its input's id shape: (L,) token ids, (u, v) EWE materials, (L, 1 + G) groups."""
+    from omegaconf import OmegaConf
+
+    node = _sel(cfg, "input.net")
+    if node is not None and "vectors_path" in node:   # vectors trained in the cell: a random start costs the same
+        OmegaConf.update(cfg, "input.net.vectors_path", None, merge=False)
+    tok = cfg.model.tokenizer.inner
+    target = str(tok._target_)
+    extra: dict = {}
+    if "WhitespaceByte" in target or "RawByte" in target:
+        ids, vocab = ([int(tok.u), int(tok.v)] if int(tok.v) > 1 else [int(tok.u)]), 256
+    elif "MultiHot" in target:
+        ids, vocab = [int(tok.max_length), 1 + int(tok.max_group)], int(tok.bpe_size) + int(tok.syllables)
+        extra = {"pos_tags": int(cfg.model.net.input.num_pos_tags)}
+    else:
+        ids, vocab = [int(tok.max_length)], int(tok.get("vocab_size") or tok.get("max_vocab"))
+    dm = cfg.dataset.datamodule
+    labels = LABELS[dataset][0] if dataset in LABELS else len(dm.get("class_names") or []) or 2
+    multilabel = bool(dm.get("multilabel", False)) or dataset in ("uspto", "synthetic")
+    return Workload("grid_classifier", cfg.model.net, {"vocab_size": vocab, "num_labels": labels},
+                    {"ids": ids, "vocab": vocab, "labels": labels, "multilabel": multilabel, **extra})
+
+
+def grid_composition(cfg: Any) -> str | None:
+    """A grid cell (`model.tokenizer` is the grid's): why it does not compose, else None (`langrepr.grid`)."""
+    tok = _sel(cfg, "model.tokenizer")
+    if tok is None or not str(tok.get("_target_", "")).endswith("grid_tokenizer"):
+        return None
+    from omegaconf import OmegaConf
+
+    from langrepr.grid import composition_error
+
+    return composition_error(OmegaConf.to_container(tok.compose, resolve=True))
 
 
 def multihot_shape(model: Any, token_list: str) -> tuple[int, dict]:
@@ -793,7 +853,10 @@ def plan_table(table: str, profile: str, gpu: str, utilisation: float | None, me
     from langrepr.cell import cell_fingerprint
 
     cells, downloads, findings = [], set(), []
-    for overrides in sweep_cells(table, profile, extra):
+    jobs = sweep_cells(table, profile, extra)
+    for more in extra_sweeps(table, profile):   # sweeps its make target runs beside the experiment's own
+        jobs += [job for job in sweep_cells(table, profile, [*extra, *more]) if job not in jobs]
+    for overrides in jobs:
         name = cell_name(overrides)
         entry: dict[str, Any] = {"cell": name, "overrides": overrides, "stages": [], "findings": []}
         try:
@@ -802,6 +865,11 @@ def plan_table(table: str, profile: str, gpu: str, utilisation: float | None, me
             entry["stage"] = str(cfg.get("stage", "train"))
             entry["dataset"] = dataset_name(cfg)
             downloads |= data_needs(cfg)
+            reason = grid_composition(cfg)
+            if reason:
+                entry.update(stage="does not compose", findings=[f"does not compose: {reason} (not run, not counted)"])
+                cells.append(entry)
+                continue
             work = stages(cfg)
         except Exception as err:  # noqa: BLE001  (a cell that does not compose or validate is a finding)
             entry.update(stage="error", findings=[f"does not compose or validate: {' '.join(str(err).split())[:300]}"])

@@ -9,6 +9,7 @@ Everything on the page is read from artefacts that earlier steps wrote, never re
   metric), the mean over seeds with a min–max band;
 - scaling: `outputs/bench/tensorcoder_scaling.json` from `scripts/bench_tensorcoder.py` (log–log time vs N
   with the fitted exponents), plus every `outputs/bench/*.json` ratio in a small table;
+- the grid's heat map (`outputs/figures/grid.<profile>.png`, `make grid`) in its own section;
 - paper figures: any PNG a paper's code writes into `outputs/figures/` is appended as is.
 
 Usage: `python -m langrepr.report [--outputs outputs] [--out outputs/report]`.
@@ -398,7 +399,14 @@ def build_markdown(outputs: Path, img_dir: Path, page_dir: Path) -> str:
     lines += ["", "## Benchmarks", ""]
     lines += (["| benchmark | value | target | file |", "|---|---|---|---|", *rows] if rows
               else ["Not run: `make bench` writes outputs/bench/*.json."])
-    figures = sorted((outputs / "figures").glob("*.png"))
+    grid_maps = sorted((outputs / "figures").glob("grid.*.png"))
+    if grid_maps:   # the grid (issue 24, `make grid`): rows input x encoder, columns tasks
+        lines += ["", "## The grid: gap to each column's floor", ""]
+        for fig in grid_maps:
+            lines += [f"![{fig.stem}]({rel(fig)})", "", f"*{fig.stem}: points above each task's floor (label prior "
+                      "or majority class) per input x encoder, mean over seeds; n/c = does not compose, ✗ = below "
+                      f"the floor, * = the column's best beyond the noise (outputs/tables/{fig.stem}.md)*", ""]
+    figures = sorted(f for f in (outputs / "figures").glob("*.png") if f not in grid_maps)
     if figures:
         lines += ["", "## Paper figures", ""]
         for fig in figures:

@@ -1,0 +1,188 @@
+"""The grid (issue 24): cells composed from dataset x input x encoder, the composition rule, a new input added by one
+config file, the renderer on fixture runs, and `make grid`'s sweeps at smoke size."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import CONF_DIR, ROOT, fails_with
+from langrepr import grid
+from langrepr.train import train
+
+DATA = Path(os.environ["LANGREPR_DATA_DIR"]) if os.environ.get("LANGREPR_DATA_DIR") else None
+
+
+def smoke_cell(compose_cfg, *overrides: str):
+    return compose_cfg("experiment=grid", "grid_task=synthetic", "debug=smoke", *overrides)
+
+
+@pytest.mark.parametrize("inp,enc", [("wordpiece", "bert"), ("ewe", "tensorcoder"), ("bytes", "leam"),
+                                     ("bitcipher_sum", "swem"), ("word2vec", "leam"), ("words", "bert")])
+def test_a_grid_cell_is_an_ordinary_train_cell(compose_cfg, tmp_path, inp, enc):
+    cfg = smoke_cell(compose_cfg, f"input={inp}", f"encoder={enc}")
+    assert cfg.model.net._target_ == "langrepr.models.grid.GridModel"
+    record = train(cfg, tmp_path / "run")
+    assert record["status"] == "finished"
+    assert 0.0 <= record["metrics"]["test/2015A/f1"] <= 1.0
+    assert record["params"]["total"] > record["params"]["embedding"] > 0
+    vectors = tmp_path / "run" / "input_vectors.npy"
+    if inp in ("bitcipher_sum", "word2vec"):   # trained on the cell's training texts, into its folder
+        matrix = np.load(vectors)
+        assert matrix.shape[1] == 48 and np.isfinite(matrix).all() and matrix.std() > 0
+        assert record["metrics"]["input/pretrained_rows"] == len(matrix)       # the input table started from them
+    else:
+        assert not vectors.exists() and record["metrics"]["input/pretrained_rows"] == 0
+
+
+def test_vectors_start_the_input_table(tmp_path):
+    import functools
+
+    from langrepr.models.grid import GridModel, SWEMEncoder, TokenInput
+
+    matrix = np.random.default_rng(0).normal(size=(10, 8)).astype(np.float32)
+    np.save(tmp_path / "v.npy", matrix)
+    net = GridModel(functools.partial(TokenInput, width=8, vectors_path=str(tmp_path / "v.npy"), freeze=True),
+                    functools.partial(SWEMEncoder), num_labels=3, vocab_size=10)
+    assert np.allclose(net.input.table.weight[1:].detach().numpy(), matrix[1:])
+    assert not net.input.table.weight.requires_grad
+
+
+def test_composition_rule():
+    ko = {"input": "multihot", "input_languages": ["ko"], "encoder": "swem", "encoder_tags": False}
+    assert "exists only for ko text" in grid.composition_error({**ko, "task": "ag_news"})
+    assert grid.composition_error({**ko, "task": "nsmc"}) is None
+    tagging = {"input": "words", "input_languages": None, "task": "conll2003",
+               "task_target": "langrepr.tasks.token_classification.TaggingTask"}
+    assert "cannot" not in (grid.composition_error({**tagging, "encoder": "bert", "encoder_tags": True}) or "")
+    assert "document encoder" in grid.composition_error({**tagging, "encoder": "leam", "encoder_tags": False})
+
+
+def test_multihot_on_english_does_not_compose_in_one_line(capfd, tmp_path):
+    line = fails_with(capfd, ["experiment=grid", "grid_task=ag_news", "input=multihot", "encoder=swem",
+                              f"paths.output_root={tmp_path}", "hydra.mode=RUN"])
+    assert line.startswith("does not compose: input multihot exists only for ko text and task ag_news is en"), line
+
+
+def test_a_temporary_input_config_composes_its_grid_cells(compose_cfg, tmp_path):
+    """A new input is one config file: it composes with every encoder and trains, and the renderer sees it."""
+    path = CONF_DIR / "input" / f"tmp_unigram_{os.getpid()}.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": path.stem, "languages": None,
+        "net": {"_target_": "langrepr.models.grid.TokenInput", "_partial_": True,
+                "vocab_size": "${input.tokenizer.vocab_size}", "width": 32},
+        "tokenizer": {"_target_": "langrepr.data.tokenizers.SubwordTokenizer", "algorithm": "unigram",
+                      "vocab_size": 500, "max_length": 32},
+        "vectors": None}))
+    try:
+        encoders = sorted(set(grid.group_options("encoder")) - {"none"})
+        assert path.stem in grid.group_options("input")
+        for enc in encoders:
+            cfg = smoke_cell(compose_cfg, f"input={path.stem}", f"encoder={enc}")
+            assert cfg.model.tokenizer.inner.algorithm == "unigram"
+            assert grid.cell_composes(path.stem, enc, {"datamodule": None, "target": cfg.dataset.task._target_}) is None
+        record = train(smoke_cell(compose_cfg, f"input={path.stem}", "encoder=leam"), tmp_path / "run")
+        assert record["status"] == "finished"
+    finally:
+        path.unlink()
+
+
+# ---------------------------------------------------------------- the renderer on fixture runs
+def fake_run(root: Path, seed: int, acc: float | None, task: str, metric: str, **choices: str) -> None:
+    name = ",".join(f"{k}={v}" for k, v in sorted({**choices, "grid_task": task}.items())) + f",seed={seed}"
+    cell = root / "quick" / "grid" / name
+    cell.mkdir(parents=True)
+    (cell / "metrics.json").write_text(json.dumps({
+        "status": "finished", "seed": seed, "commit": "abc1234", "run_id": "grid",
+        "choices": {**choices, "grid_task": task}, "metrics": {metric: acc}, "overrides": []}))
+
+
+def test_renderer_marks_best_floor_and_does_not_compose(tmp_path):
+    acc = "test/test/acc"
+    for seed, jitter in ((1, -0.004), (2, 0.0), (3, 0.004)):
+        fake_run(tmp_path, seed, 0.85 + jitter, "ag_news", acc, input="wordpiece", encoder="swem")
+        fake_run(tmp_path, seed, 0.60 + jitter, "ag_news", acc, input="ewe", encoder="swem")
+        fake_run(tmp_path, seed, 0.26 + jitter, "ag_news", acc, input="bytes", encoder="bert")
+        fake_run(tmp_path, seed, 0.70 + jitter, "nsmc_text", acc, input="multihot", encoder="swem")
+        fake_run(tmp_path, seed, 0.69 + jitter * 5, "nsmc_text", acc, input="words", encoder="swem")
+    for task, floor, bow in (("ag_news", 0.25, 0.86), ("nsmc_text", 0.5, 0.72)):
+        fake_run(tmp_path, 1, floor, task, acc, model="majority_class")
+        fake_run(tmp_path, 1, bow, task, acc, model="bow_lr")
+    table = grid.render("quick", tmp_path)
+    md = (tmp_path / "tables" / "grid.quick.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| ")}
+    assert "**85.0 ± 0.4**" in rows["word pieces × SWEM"]                     # best beyond the noise: bold
+    assert "(below floor)" in rows["raw bytes × BERT"]                          # 26% against a 25% floor + 5
+    assert rows["multi-hot groups × SWEM"].count(grid.NOT_COMPOSED) == 2        # English columns
+    assert "**" not in rows["multi-hot groups × SWEM"]                          # 70.0 vs 69.0 ± 2: within noise
+    assert table["best"]["NSMC acc"]["beyond_noise"] is False
+    assert table["measured"] == 5 and table["composing"] == 3 * 6 * 4 + 4      # 6 inputs x 4 encoders x 3 + multihot
+    assert "input multihot exists only for ko text" in md
+    saved = json.loads((tmp_path / "tables" / "grid.quick.json").read_text())
+    best = next(r for r in saved["rows"] if r["key"] == "word pieces × SWEM")
+    assert best["cells"]["AG News acc"]["best"] is True
+    if table["figure"]:
+        assert (tmp_path / "figures" / "grid.quick.png").stat().st_size > 1000
+
+
+# ---------------------------------------------------------------- `make grid` at smoke size
+def test_make_grid_runs_its_sweeps_and_renders_at_smoke_size(tmp_path):
+    """`make grid PROFILE=quick` itself, narrowed to two inputs x two encoders, one seed, every cell at debug=smoke."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    if DATA is None or not (DATA / "agnews" / "test.csv").exists() or not (DATA / "nsmc").exists():
+        pytest.skip("LANGREPR_DATA_DIR lacks agnews/ or nsmc/ (the quick grid's AG News and NSMC columns)")
+    out = tmp_path / "outputs"
+    args = f"debug=smoke paths.output_root={out} paths.cache_dir={tmp_path / 'cache'}"
+    run = subprocess.run(["make", "grid", "PROFILE=quick", f"PY={sys.executable}", "STAMP=",
+                          "GRID_INPUTS=words,bitcipher_sum", "GRID_ENCODERS=swem bert", "GRID_SEEDS=1",
+                          f"GRID_OUTPUTS={out}", f"ARGS={args}"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=1800)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    table = json.loads((out / "tables" / "grid.quick.json").read_text())
+    assert table["measured"] == 2 * 2 * 3 + 2       # 2 inputs x 2 encoders x 3 tasks + multi-hot x 2 encoders
+    references = [r for r in table["rows"] if r["reference"]]
+    assert all(c["ours"] is not None for r in references for c in r["cells"].values())
+    assert "grid.quick.png" in (table["figure"] or "grid.quick.png")
+
+
+# ---------------------------------------------------------------- the cost plan and the report
+def test_the_plan_costs_a_grid_cell_and_skips_one_that_does_not_compose():
+    from langrepr import plan
+
+    cfg, _ = plan.compose_cell(["experiment=grid", "profile=quick", "grid_task=nsmc_text", "input=ewe",
+                                "encoder=tensorcoder"])
+    stage = plan.train_stage(cfg)
+    assert stage.work.kind == "grid_classifier" and stage.work.shape["ids"] == [64, 16] and stage.steps == 200
+    measured = plan.measure(stage.work)
+    assert measured["params"] > 0 and measured["step_flops"] > measured["fwd_flops"] > 0
+    english, _ = plan.compose_cell(["experiment=grid", "profile=quick", "grid_task=ag_news", "input=multihot",
+                                    "encoder=swem"])
+    assert "exists only for ko text" in plan.grid_composition(english)
+    assert plan.grid_composition(cfg) is None
+    vectors, _ = plan.compose_cell(["experiment=grid", "profile=quick", "grid_task=ag_news", "input=word2vec",
+                                    "encoder=leam"])
+    assert plan.measure(plan.train_stage(vectors).work)["params"] > 0     # no vectors file needed to cost it
+    korean, _ = plan.compose_cell(["experiment=grid", "profile=quick", "grid_task=nsmc_text", "input=multihot",
+                                   "encoder=bert"])
+    assert plan.measure(plan.train_stage(korean).work)["step_flops"] > 0  # POS ids within the tag table
+    sweeps = plan.extra_sweeps("grid", "full")     # what `make grid` runs beside the experiment's own sweep
+    assert ["grid_task=nsmc_text", "input=multihot"] in sweeps and len(sweeps) == 7 and plan.extra_sweeps("ewe_table3", "full") == []
+
+
+def test_the_report_shows_the_heat_map(tmp_path):
+    from langrepr import report
+
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "grid.quick.png").write_bytes(b"\x89PNG")
+    page = report.build_markdown(tmp_path, tmp_path / "img", tmp_path)
+    assert "## The grid: gap to each column's floor" in page and "figures/grid.quick.png" in page
+    assert "## Paper figures" not in page
