@@ -186,3 +186,24 @@ def test_the_report_shows_the_heat_map(tmp_path):
     page = report.build_markdown(tmp_path, tmp_path / "img", tmp_path)
     assert "## The grid: gap to each column's floor" in page and "figures/grid.quick.png" in page
     assert "## Paper figures" not in page
+
+
+def test_make_tables_never_blanks_the_committed_grid(tmp_path):
+    """`tables all` in a clone (no run folders) renders the grid beside the committed one, never over it."""
+    from langrepr.tables import main as tables_main
+    committed = ROOT / "outputs" / "tables" / "grid.quick.json"
+    if not committed.is_file():
+        pytest.skip("no committed quick grid")
+    (tmp_path / "tables").mkdir()
+    shutil.copy(committed, tmp_path / "tables" / "grid.quick.json")
+    tables_main(["grid", "--profile", "quick", "--outputs", str(tmp_path)])
+    assert json.loads((tmp_path / "tables" / "grid.quick.json").read_text()) == json.loads(committed.read_text())
+    assert json.loads((tmp_path / "tables" / "grid.quick.partial.json").read_text())["measured"] == 0
+    tables_main(["grid", "--profile", "quick", "--outputs", str(tmp_path), "--rejudge"])   # skipped, one line
+
+
+def test_a_mistyped_grid_choice_is_one_line_listing_the_options():
+    from langrepr.errors import UserError
+    from langrepr.train import check_group_choices
+    with pytest.raises(UserError, match="unknown encoder 'bertt': choose one of bert, leam, none, swem, tensorcoder"):
+        check_group_choices(["encoder=bertt"])

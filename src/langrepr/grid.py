@@ -248,9 +248,14 @@ def to_markdown(table: dict, spec: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(profile: str = "quick", outputs: str | Path = "outputs", figures: str | Path | None = None) -> dict:
-    """Render outputs/tables/grid.<profile>.{md,json} and outputs/figures/grid.<profile>.png from the grid's runs."""
-    from langrepr.tables import build, load_runs, portable_dir, table_stem
+def render(profile: str = "quick", outputs: str | Path = "outputs", figures: str | Path | None = None,
+           force: bool = False) -> dict:
+    """Render outputs/tables/grid.<profile>.{md,json} and outputs/figures/grid.<profile>.png from the grid's runs.
+
+    As for a paper table, a render thinner than the grid on disk (a clone without the run folders) is written
+    beside it as `grid.<profile>.partial.*` unless `force`, so `make tables` never blanks the committed grid.
+    """
+    from langrepr.tables import build, existing_table, load_runs, portable_dir, table_stem, thinner_than
     from langrepr.utils import write_json_atomic, write_text_atomic
 
     grid, spec = experiment_grid(profile)
@@ -264,6 +269,12 @@ def render(profile: str = "quick", outputs: str | Path = "outputs", figures: str
                             for r in table["rows"] if not r.get("reference") for c in r["cells"].values())
     mark_best(table)
     stem = table_stem("grid", profile_name)
+    reasons = [] if force else thinner_than(table, existing_table(outputs / "tables" / f"{stem}.json"))
+    table["kept_existing"] = bool(reasons)
+    if reasons:
+        log.warning("grid: kept outputs/tables/%s.json and wrote this render beside it as %s.partial.md (%s); pass "
+                    "--force to replace it", stem, stem, "; ".join(reasons))
+        stem += ".partial"
     figure = heat_map(table, Path(figures or outputs / "figures") / f"{stem}.png")
     table["figure"] = None if figure is None else f"outputs/figures/{figure.name}"
     write_json_atomic(outputs / "tables" / f"{stem}.json", table)
@@ -277,10 +288,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="render the grid: outputs/tables/grid.<profile>.{md,json} + heat map")
     parser.add_argument("--profile", default="quick", choices=["quick", "full"])
     parser.add_argument("--outputs", default="outputs", help="the outputs folder holding the run folders")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the grid on disk even when this render has fewer measured cells")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        table = render(args.profile, args.outputs)
+        table = render(args.profile, args.outputs, force=args.force)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

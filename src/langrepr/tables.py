@@ -630,6 +630,15 @@ def main(argv: list[str] | None = None) -> None:
         names = group_options("experiment")
     try:
         for name in names:
+            if name == "grid":      # the grid has its own renderer (composition, best-row marks, heat map)
+                if args.rejudge or args.dry:
+                    print("grid: skipped (rendered by `python -m langrepr.grid`; it has no --rejudge or --dry)")
+                    continue
+                from langrepr.grid import render as render_grid
+                result = render_grid(args.profile, args.outputs, force=args.force)
+                print(f"grid ({result['profile']}): {result['measured']} measured cells of {result['composing']} "
+                      "that compose")
+                continue
             if args.rejudge:
                 try:
                     result = rejudge(name, args.profile, args.outputs)

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from langrepr import cell
 from langrepr.callbacks import AtomicCheckpointIO, LastCheckpoint
-from langrepr.confpaths import CONF_DIR, group_options
+from langrepr.confpaths import CONF_DIR, config_groups, group_options
 from langrepr.data import integrity
 from langrepr.errors import Diverged, UserError, one_line, write_failure
 from langrepr.metric_versions import METRIC_VERSIONS
@@ -36,8 +36,8 @@ from langrepr.validation import canonical_overrides, check_command_line, validat
 
 log = logging.getLogger("langrepr.train")
 
-CONFIG_GROUPS = ("dataset", "model", "trainer", "logger", "experiment", "profile", "debug", "bitcipher_vectors",
-                 "lm_init")
+# every config group a command line may choose (the grid's input / encoder / grid_task included); hydra/* is Hydra's
+CONFIG_GROUPS = tuple(g for g in config_groups() if g != "hydra")
 
 
 # ---------------------------------------------------------------- helpers
