@@ -122,7 +122,7 @@ def multihot_pretrain_cfg(compose_cfg, tmp_path, *extra: str):
     from tiny_data import write_korean_quick
 
     data = write_korean_quick(tmp_path / "data")
-    return compose_cfg("experiment=multihot_table2", "profile=quick", "dataset=korean_quick", "dataset.corpus.nsmc=40",
+    return compose_cfg("experiment=multihot_pretrain", "profile=quick", "dataset=korean_quick", "dataset.corpus.nsmc=40",
                        "dataset.corpus.korquad=20", "dataset.corpus.klue=10", "dataset.token_lists.bpe_size=120",
                        "dataset.token_lists.pos_joined=10", "dataset.token_lists.syllables=40",
                        "dataset.token_lists.dictionary_size=40", "pipeline.workers=1", f"paths.data_dir={data}",

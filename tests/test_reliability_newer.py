@@ -489,7 +489,7 @@ def test_a_checkpoint_without_trackers_still_loads():
 # ---------------------------------------------------------------- 6. pipeline settings before data
 
 BC = ["experiment=bitcipher_table1", "profile=quick", "++hydra.sweeper.params.seed=1", "bitcipher_vectors=cipher"]
-MH2 = ["experiment=multihot_table2", "profile=quick", "++hydra.sweeper.params.seed=1"]
+MH2 = ["experiment=multihot_pretrain", "profile=quick", "++hydra.sweeper.params.seed=1"]
 MH3 = ["experiment=multihot_table3", "profile=quick", "++hydra.sweeper.params.seed=1"]
 LE = ["experiment=leam_table2", "profile=quick", "model=leam", "dataset=ag_news", "++hydra.sweeper.params.seed=1",
       "debug=leam_smoke"]

@@ -148,3 +148,21 @@ def test_half_precision_logits_are_promoted_to_float32():
         for name in ("sce", "bce", "mhsce"):
             assert mlm_loss(name, logits.to(dtype), ids, mask).dtype == torch.float32, (dtype, name)
         assert target_cross_entropy(answer_log_probs(logits.to(dtype), ids), mask).dtype == torch.float32
+
+
+def test_top_k_recall_reads_only_the_order_of_the_logits():
+    """The rank score of Table 2 (val/mlm_top10): distinct answers among the k best, of min(distinct, k)."""
+    from langrepr.tasks.multihot_mlm import top_k_recall
+
+    scores = torch.tensor([[5.0, 4.0, 3.0, 2.0, 1.0, 0.0],
+                           [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]])
+    target_ids = torch.tensor([[0, 3, 0, 5], [5, 0, 0, 0]])      # a group (0, 3, 0 again) and a single 5
+    target_mask = torch.tensor([[True, True, True, False], [True, False, False, False]])
+    got = top_k_recall(scores, target_ids, target_mask, k=2)
+    # position 0: distinct answers {0, 3}, top-2 = {0, 1}: 1 of min(2, 2); position 1: 5 is the best: 1 of 1
+    assert got.tolist() == [50.0, 100.0]
+    # any monotone map of the logits (BCE's sigmoids, a softmax) ranks alike
+    assert torch.equal(top_k_recall(torch.sigmoid(scores), target_ids, target_mask, k=2), got)
+    assert torch.equal(top_k_recall(scores.log_softmax(1), target_ids, target_mask, k=2), got)
+    # an answer outside the top k is a miss: reverse the first row's order
+    assert top_k_recall(-scores, target_ids, target_mask, k=2).tolist() == [0.0, 0.0]

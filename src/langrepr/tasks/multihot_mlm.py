@@ -9,6 +9,10 @@ same positions: threshold-free and comparable across the three losses. Keys (Tab
 - `val/mlm_ce`, `val/unigram_ce`, `val/masked`: every masked position;
 - `..._groups` / `..._single`: positions whose answer is a multi-hot group of several ids / a single id. A kind
   with no position (no group under the BPE base list) is not logged: undefined, never NaN (NaN = diverged).
+- `val/mlm_top10`, `val/unigram_top10` (and `_groups` / `_single`): the share (%) of a position's distinct
+  answers ranked among its 10 highest logits (of min(answers, 10)), averaged over positions. It reads only the
+  order of the logits, so it scores the sigmoids BCE trains as fairly as the softmax SCE and multi-hot SCE train
+  (the CE above passes BCE's logits through a softmax it never learnt); the unigram row ranks by frequency.
 
 Both passes log under `val/` (there is one held-out part); the cell's record keeps the test pass, run on the
 weights named by `test_ckpt` (the multi-hot experiments set `last`: the model the fine-tuning cells start from).
@@ -28,6 +32,21 @@ from langrepr.models.multihot_losses import LOSSES, answer_log_probs, mlm_loss, 
 from langrepr.tasks.optim import configure
 
 KINDS = ("", "_groups", "_single")   # all masked positions, multi-hot groups, single tokens
+TOP_K = 10                           # the rank score's cut-off (val/mlm_top10)
+
+
+def top_k_recall(scores: torch.Tensor, target_ids: torch.Tensor, target_mask: torch.Tensor, k: int = TOP_K
+                 ) -> torch.Tensor:
+    """Per position (M,): % of its distinct answers among the k highest `scores (M, V)`, of min(distinct, k).
+
+    Any monotone reading of the logits (softmax, sigmoid) gives the same value: the score of every loss.
+    """
+    top = scores.topk(min(k, scores.shape[1]), dim=1).indices                           # (M, k)
+    hit = (target_ids[:, :, None] == top[:, None, :]).any(-1) & target_mask               # (M, G)
+    same = (target_ids[:, :, None] == target_ids[:, None, :]) & target_mask[:, None, :]
+    first = target_mask & ~torch.tril(same, diagonal=-1).any(-1)                           # first occurrence
+    distinct = first.sum(1)
+    return 100.0 * (hit & first).sum(1).double() / distinct.clamp(max=k).clamp(min=1).double()
 
 
 class MultiHotMLMTask(pl.LightningModule):
@@ -78,10 +97,13 @@ class MultiHotMLMTask(pl.LightningModule):
         logits = self.net.mlm_logits(self.encode(batch)[batch["masked"]])
         ce = target_cross_entropy(answer_log_probs(logits.float(), batch["target_ids"]), batch["target_mask"])
         ref = target_cross_entropy(self.unigram[batch["target_ids"]], batch["target_mask"])
+        top = top_k_recall(logits.float(), batch["target_ids"], batch["target_mask"])
+        ref_top = top_k_recall(self.unigram.expand(len(logits), -1), batch["target_ids"], batch["target_mask"])
         group = batch["target_mask"].sum(1) > 1
         sums = []
         for select in (torch.ones_like(group), group, ~group):
-            sums += [ce[select].double().sum(), ref[select].double().sum(), select.sum().double()]
+            sums += [ce[select].double().sum(), ref[select].double().sum(), select.sum().double(),
+                     top[select].sum(), ref_top[select].sum()]
         self._chunks[int(batch.get("chunk", len(self._chunks)))] = torch.stack(sums).tolist()
 
     def _log_held_out(self) -> None:
@@ -91,7 +113,7 @@ class MultiHotMLMTask(pl.LightningModule):
             parts: list = [None] * torch.distributed.get_world_size()
             torch.distributed.all_gather_object(parts, chunks)
             chunks = {i: sums for part in parts for i, sums in part.items()}
-        names = [f"{s}{k}" for k in KINDS for s in ("ce", "ref", "n")]
+        names = [f"{s}{k}" for k in KINDS for s in ("ce", "ref", "n", "top", "ref_top")]
         total = {name: sum(sums[j] for sums in chunks.values()) for j, name in enumerate(names)}
         out = {}
         for kind in KINDS:
@@ -100,6 +122,8 @@ class MultiHotMLMTask(pl.LightningModule):
             if n:   # no position of this kind (no multi-hot group in a BPE base list): undefined, not logged
                 out[f"val/mlm_ce{kind}"] = total[f"ce{kind}"] / n
                 out[f"val/unigram_ce{kind}"] = total[f"ref{kind}"] / n
+                out[f"val/mlm_top{TOP_K}{kind}"] = total[f"top{kind}"] / n
+                out[f"val/unigram_top{TOP_K}{kind}"] = total[f"ref_top{kind}"] / n
         self.log_dict(out, sync_dist=False, rank_zero_only=False)
 
     def validation_step(self, batch: dict, _: int) -> None:

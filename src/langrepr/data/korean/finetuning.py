@@ -16,6 +16,7 @@ test part once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -32,8 +33,29 @@ from langrepr.data.korean.nsmc import load_nsmc
 from langrepr.data.korean.prepare import token_lists
 from langrepr.data.korean.pretrained import find_pretrained, plain
 from langrepr.data.korean.srl import predicate_segment
+from langrepr.errors import UserError
 
 log = logging.getLogger(__name__)
+
+
+class Passed(Sequence):
+    """A read-only sequence handed to the task as it is: `hydra.utils.instantiate` turns a plain list kwarg into
+    an OmegaConf node, where a string "???" (a morpheme or a question can be exactly that) means a missing value
+    and stops the cell, and where every item of thousands of sentences is copied on the way."""
+
+    def __init__(self, items: Sequence):
+        self._items = list(items)
+
+    def __getitem__(self, index):
+        return self._items[index]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def passed(value: Any) -> Any:
+    """Lists and tuples of the task's data as `Passed`, anything else unchanged."""
+    return Passed(value) if isinstance(value, (list, tuple)) else value
 
 
 class FinetuneDataModule(MultiHotDataModule):
@@ -103,7 +125,7 @@ class FinetuneDataModule(MultiHotDataModule):
     @property
     def task_kwargs(self) -> dict:
         return {"encoder_checkpoint": self.checkpoint, "pretraining_metrics": dict(self.pretraining_metrics),
-                **self.scoring_kwargs()}
+                **{name: passed(value) for name, value in self.scoring_kwargs().items()}}
 
     def test_dataloader(self) -> list[DataLoader]:
         return [DataLoader(self.test_items, batch_size=self.batch_size, shuffle=False, collate_fn=self.collate,
@@ -114,8 +136,13 @@ class KorQuADDataModule(FinetuneDataModule):
     """KorQuAD v1.0 question windows.
 
     `data` = `dataset.korquad` (`data_dir` null = the hub's train / dev, else the local dev file split by article);
-    options: stride, max_train_questions, max_test_questions, max_answer_positions.
+    options: stride, max_train_questions, max_test_questions, max_answer_positions, train_windows: `all` (default:
+    BERT's recipe, a window without the whole answer is trained to point at [CLS]) or `with_answer` (only the
+    windows that hold the answer are trained on; KorQuAD v1.0 has no unanswerable question and the test picks the
+    best span over a question's windows, never [CLS], so no test prediction depends on the dropped windows).
     """
+
+    TRAIN_WINDOWS = ("all", "with_answer")
 
     def read(self) -> None:
         split = self.data.get("test_fraction", 0.3)
@@ -129,6 +156,12 @@ class KorQuADDataModule(FinetuneDataModule):
         stride = int(self.options.get("stride", 128))
         self.train_items = korquad_windows(self.train_q, encoder, "korquad_train", self.cache_dir, self.workers,
                                            self.max_len, stride)
+        windows = self.options.get("train_windows", "all")
+        if windows not in self.TRAIN_WINDOWS:
+            raise UserError(f"finetune.korquad.train_windows={windows!r}: choose one of {', '.join(self.TRAIN_WINDOWS)}")
+        self.data_info["train_windows_all"] = len(self.train_items)
+        if windows == "with_answer":
+            self.train_items = [w for w in self.train_items if w.start > 0]
         self.test_items = korquad_windows(self.test_q, encoder, "korquad_test", self.cache_dir, self.workers,
                                           self.max_len, stride)
         self.divided = [answer_divided(encoder, m) for m in self.answers]
