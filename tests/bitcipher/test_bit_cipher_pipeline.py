@@ -20,6 +20,7 @@ from langrepr.pipelines.bitcipher.cooccurrence import (
 )
 from langrepr.pipelines.bitcipher.corpus_shards import (
     corpus_shards,
+    interleaved_documents,
     merged_counts,
     save_npz_atomic,
     tokenise_corpus,
@@ -228,3 +229,40 @@ def test_probe_cell_builds_vectors_once_and_learns(tmp_path):
     assert Path(artefact, "vectors.npy").stat().st_mtime_ns == built          # reused, not rebuilt
     majority = probe_cell(str(tmp_path / "cell3"), {"kind": "majority"}, **kwargs)
     assert majority["pos/test_acc"] == 100.0
+
+
+def test_interleaved_documents_by_hand(tmp_path):
+    """A hand-made three-source corpus: the merge keeps each source's order, is seeded, and mixes every prefix."""
+    (tmp_path / "a.txt").write_text("".join(f"a{i}\n" for i in range(60)))
+    (tmp_path / "b.txt").write_text("".join(f"b{i}\n" for i in range(30)) + "\n  \n")   # blank lines are no document
+    (tmp_path / "c.csv").write_text("".join(f"1,c{i} x,y\n" for i in range(30)))
+    sources = [{"path": "a.txt"}, {"path": "b.txt"}, {"path": "c.csv", "format": "csv", "text_columns": [1]}]
+    merged = list(interleaved_documents(sources, tmp_path, seed=0))
+    assert sorted(merged) == sorted([f"a{i}" for i in range(60)] + [f"b{i}" for i in range(30)]
+                                    + [f"c{i} x" for i in range(30)])
+    for name in "abc":                                           # each source keeps its own order
+        own = [d for d in merged if d.startswith(name)]
+        assert own == sorted(own, key=lambda d: int(d[1:].split()[0]))
+    assert merged == list(interleaved_documents(sources, tmp_path, seed=0))      # same seed, same order
+    assert merged != list(interleaved_documents(sources, tmp_path, seed=1))
+    first = merged[:40]                                          # a third of the corpus: each source near its share
+    assert 12 <= sum(d.startswith("a") for d in first) <= 28
+    assert 4 <= sum(d.startswith("b") for d in first) <= 16
+    assert 4 <= sum(d.startswith("c") for d in first) <= 16
+    assert list(interleaved_documents(sources[:1], tmp_path, seed=0)) == [f"a{i}" for i in range(60)]
+    with pytest.raises(UserError, match="needs local corpus sources"):
+        list(interleaved_documents([*sources, {"hf": "x/y"}], tmp_path, seed=0))
+
+
+def test_interleaved_corpus_prefix_holds_every_source(tmp_path):
+    """A max_tokens prefix of the concatenation is the first source only; of the interleaved corpus, both."""
+    (tmp_path / "first.txt").write_text("".join(f"pa pb pc {i}\n" for i in range(100)))
+    (tmp_path / "last.txt").write_text("".join(f"qa qb qc {i}\n" for i in range(100)))
+    sources = [{"path": "first.txt"}, {"path": "last.txt"}]
+    plain = tokenise_corpus(tmp_path / "cache", sources, tmp_path, shard_tokens=60, max_tokens=200, workers=1)
+    mixed = tokenise_corpus(tmp_path / "cache", sources, tmp_path, shard_tokens=60, max_tokens=200, workers=1,
+                            interleave_seed=0)
+    assert mixed != plain                                        # its own cache key
+    plain_counts, mixed_counts = merged_counts(plain)[0], merged_counts(mixed)[0]
+    assert plain_counts["pa"] == 50 and "qa" not in plain_counts
+    assert mixed_counts["pa"] + mixed_counts["qa"] == 50 and 15 <= mixed_counts["qa"] <= 35

@@ -61,3 +61,26 @@ def test_dropout_placement_switch():
     assert isinstance(ProbeMLP(8, 4, 3, dropout=0.3).net[2], nn.Dropout) and ProbeMLP(8, 4, 3, dropout=0.3).net[2].p == 0.3
     with pytest.raises(UserError, match="dropout_at"):
         ProbeMLP(8, 4, 3, dropout_at="output")
+
+
+def test_standardise_makes_the_probe_blind_to_each_dimension_scale():
+    """Standardised, a vector set scaled per dimension gives the same probe as the set itself; unstandardised not."""
+    splits, words = zipf_splits(types=60, tokens=1500)
+    vectors = np.random.default_rng(2).standard_normal((len(words) + 1, 16))
+    scaled = vectors * np.geomspace(1e-3, 1e2, 16) + 5.0
+    kwargs = dict(seed=1, hidden=16, dropout=0.0, epochs=2, lr=1e-2, batch_size=64)
+    same = mlp_probe("pos", splits, words, vectors, standardise=True, **kwargs)
+    assert mlp_probe("pos", splits, words, scaled, standardise=True, **kwargs)["dev_acc"] == pytest.approx(
+        same["dev_acc"], abs=1e-6)
+    assert mlp_probe("pos", splits, words, scaled, **kwargs)["dev_acc"] != pytest.approx(same["dev_acc"], abs=1e-6)
+
+
+def test_patience_stops_and_schedule_is_checked():
+    from langrepr.errors import UserError
+
+    splits, words = zipf_splits(types=40, tokens=800)
+    vectors = np.zeros((len(words) + 1, 4))                     # nothing to learn: the dev score never improves
+    out = mlp_probe("pos", splits, words, vectors, seed=1, hidden=4, epochs=20, patience=2, schedule="linear")
+    assert out["best_epoch"] == 1 and out["epochs_run"] == 3
+    with pytest.raises(UserError, match="unknown probe schedule 'cosine'"):
+        mlp_probe("pos", splits, words, vectors, seed=1, schedule="cosine")

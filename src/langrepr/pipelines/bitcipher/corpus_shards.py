@@ -5,6 +5,10 @@ Each shard ``shards/00000.npz`` holds its own first-occurrence word list (``word
 atomically and skipped when they exist, so a crashed tokenisation resumes from its finished shards. Shards are
 tokenised by a process pool (``workers``) with at most ``2 × workers`` shards of text in flight (bounded memory).
 Merging counts in shard order keeps ties ranked by first occurrence in the whole corpus.
+
+With several sources, ``interleave_seed`` (an int) merges their documents in a seeded random order before the
+shards (and a ``max_tokens`` prefix) are cut, so that every prefix holds each source in about its share of the
+whole instead of the first sources only (`interleaved_documents`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import logging
 import multiprocessing as mp
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +50,31 @@ def source_contents(sources: Iterable[dict], data_dir: str | Path | None) -> lis
             continue
         out.append(file_digests([path])[str(path.resolve())])
     return out
+
+
+def interleaved_documents(sources: Iterable[dict], data_dir: str | Path | None, seed: int) -> Iterator[str]:
+    """The documents of every source, merged in a seeded random order that keeps each source's own order.
+
+    A document is what the source's reader yields (one line of a text file, one CSV row, one sentence of a
+    CoNLL / CoNLL-U file): the unit the co-occurrence window never crosses, so the merge splits or joins no
+    context window. The merge is a uniform random interleaving: the source label of every document is shuffled
+    once (``numpy.random.default_rng(seed)``), so any prefix holds each source's documents in about its share of
+    the whole, and the same seed gives the same order. Needs local sources (it counts each source's documents
+    in a first pass); a single source is returned as it is.
+    """
+    sources = [dict(s) for s in sources]
+    if len(sources) < 2:
+        yield from iter_documents(sources, data_dir)
+        return
+    if any("hf" in s for s in sources):
+        raise UserError("corpus.interleave_seed needs local corpus sources (it counts each source's documents "
+                        "first): drop interleave_seed or the hub sources")
+    counts = [sum(1 for _ in iter_documents([s], data_dir)) for s in sources]
+    order = np.repeat(np.arange(len(sources)), counts)
+    np.random.default_rng(int(seed)).shuffle(order)
+    streams = [iter_documents([s], data_dir) for s in sources]
+    for k in order.tolist():
+        yield next(streams[k])
 
 
 def encode_shard(texts: list[str], lowercase: bool = True) -> dict[str, np.ndarray]:
@@ -89,20 +118,26 @@ def _encode_and_save(job: tuple[int, list[str], str, bool]) -> int:
 
 def tokenise_corpus(cache_root: str | Path, sources: Iterable[dict], data_dir: str | Path | None,
                     shard_tokens: int = 1_000_000, max_tokens: int | None = None, lowercase: bool = True,
-                    workers: int = 2) -> Path:
+                    workers: int = 2, interleave_seed: int | None = None) -> Path:
     """Tokenised shards of the corpus under ``cache_root/corpus-<hash>`` (reused when already complete).
 
     The hash covers the settings and the content of every local source file (`source_contents`).
+    `interleave_seed`: merge the sources' documents in a seeded order (`interleaved_documents`) before the
+    shards and the `max_tokens` prefix are cut; None reads the sources one after the other.
     """
     sources = [dict(s) for s in sources]
     spec = {"sources": sources, "shard_tokens": shard_tokens, "max_tokens": max_tokens, "lowercase": lowercase,
             "tokenizer": "spacy.blank(en)", "content": source_contents(sources, data_dir)}
+    if interleave_seed is not None:   # only then, so the key of a concatenated corpus stays what it was
+        spec["interleave_seed"] = int(interleave_seed)
     folder = Path(cache_root) / f"corpus-{spec_hash(spec)}"
     if (folder / "corpus.json").exists():
         return folder
     shard_dir = folder / "shards"
     shard_dir.mkdir(parents=True, exist_ok=True)
-    texts = text_shards(iter_documents(sources, data_dir), shard_tokens, max_tokens)
+    documents = (iter_documents(sources, data_dir) if interleave_seed is None
+                 else interleaved_documents(sources, data_dir, int(interleave_seed)))
+    texts = text_shards(documents, shard_tokens, max_tokens)
     jobs = ((i, t, str(shard_dir), lowercase) for i, t in enumerate(texts))
     todo = (j for j in jobs if not (shard_dir / f"{j[0]:05d}.npz").exists())  # resume: skip finished shards
     n_done = 0

@@ -55,6 +55,7 @@ def task_splits(task: str, data_dir: str | Path | None) -> dict[str, Sentences]:
 
 
 DROPOUT_AT = ("hidden", "input", "both")
+SCHEDULES = ("constant", "linear")
 
 
 class ProbeMLP(nn.Module):
@@ -127,8 +128,19 @@ def majority_probe(task: str, splits: dict[str, Sentences]) -> dict[str, float]:
 
 def mlp_probe(task: str, splits: dict[str, Sentences], words: list[str], vectors: np.ndarray, seed: int,
               hidden: int = 256, dropout: float = 0.5, epochs: int = 10, lr: float = 1e-3, batch_size: int = 256,
-              negative_slope: float = 0.01, weight_decay: float = 0.0, dropout_at: str = "hidden") -> dict[str, float]:
-    """Train the MLP on train tokens, keep the best-dev epoch, score dev and test."""
+              negative_slope: float = 0.01, weight_decay: float = 0.0, dropout_at: str = "hidden",
+              standardise: bool = False, patience: int | None = None, schedule: str = "constant"
+              ) -> dict[str, float]:
+    """Train the MLP on train tokens, keep the best-dev epoch, score dev and test.
+
+    [inferred, configurable] `standardise`: scale each vector dimension to mean 0 / std 1 over the probe's
+    training tokens (the statistics of the inputs it is trained on, applied to every split alike), a probe
+    choice that puts every vector set on one input scale. `patience`: stop once the dev score has not improved
+    for that many epochs (None: train every epoch); the best-dev epoch is kept either way. `schedule`:
+    ``constant`` learning rate, or ``linear`` decay from `lr` to 0 over the planned steps.
+    """
+    if schedule not in SCHEDULES:
+        raise UserError(f"unknown probe schedule '{schedule}': choose one of {', '.join(SCHEDULES)}")
     index = {w: i for i, w in enumerate(words)}
     oov = len(words)
     labels = sorted({t for split in splits.values() for _, tags in split for t in tags})
@@ -141,12 +153,21 @@ def mlp_probe(task: str, splits: dict[str, Sentences], words: list[str], vectors
         return torch.tensor(ids), torch.tensor(tags)
 
     data = {name: encode(split) for name, split in splits.items()}
+    if standardise:
+        weight = torch.bincount(data["train"][0], minlength=len(table)).to(table.dtype)   # token counts per row
+        weight = weight / weight.sum()
+        mean = weight @ table
+        std = (weight @ (table - mean) ** 2).sqrt()
+        table = (table - mean) / torch.where(std > 0, std, torch.ones_like(std))
     train_words = {w.lower() for tokens, _ in splits["train"] for w in tokens}
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     model = ProbeMLP(table.shape[1], hidden, len(labels), dropout, negative_slope, dropout_at)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     loss_fn = nn.NLLLoss()
+    total_steps = epochs * -(-len(data["train"][0]) // batch_size)
+    scheduler = (torch.optim.lr_scheduler.LambdaLR(optimiser, lambda step: max(0.0, 1.0 - step / total_steps))
+                 if schedule == "linear" else None)
 
     def predict(name: str) -> list[list[str]]:
         ids = data[name][0]
@@ -168,11 +189,15 @@ def mlp_probe(task: str, splits: dict[str, Sentences], words: list[str], vectors
             loss = loss_fn(model(table[train_ids[batch]]), train_tags[batch])
             loss.backward()
             optimiser.step()
+            if scheduler is not None:
+                scheduler.step()
         dev = score(task, splits["dev"], predict("dev"), train_words)[selection]
         if dev > best_score:
             best_score, best_state, best_epoch = dev, copy.deepcopy(model.state_dict()), epoch
+        elif patience is not None and epoch - best_epoch >= int(patience):
+            break
     model.load_state_dict(best_state)
-    metrics = {"best_epoch": float(best_epoch)}
+    metrics = {"best_epoch": float(best_epoch), "epochs_run": float(epoch)}
     for split in ("dev", "test"):
         metrics.update({f"{split}_{k}": v for k, v in score(task, splits[split], predict(split), train_words).items()})
     return metrics

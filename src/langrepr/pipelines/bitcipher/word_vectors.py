@@ -101,7 +101,7 @@ def build_vectors(output_dir: str, kind: str, corpus: dict, data_dir: str | None
     corpus_dir = tokenise_corpus(cache_dir, corpus.get("sources", []), data_dir,
                                  shard_tokens=int(corpus.get("shard_tokens", 1_000_000)),
                                  max_tokens=corpus.get("max_tokens"), lowercase=bool(corpus.get("lowercase", True)),
-                                 workers=workers)
+                                 workers=workers, interleave_seed=corpus.get("interleave_seed"))
     counts, doc_counts, n_docs, n_tokens = merged_counts(corpus_dir)
     tokenised = time.time()
     extras = probe_vocabulary(data_dir, list(extra_vocab or []))
