@@ -199,3 +199,20 @@ def test_rejudge_blanks_a_column_the_spec_now_marks_not_run(tmp_path):
     assert "BLEU" in result["not_run"]          # the reason is printed under the table
     bleu_claims = [c for c in result["claims"] if "BLEU" in c["text"] or "bleu" in c["text"]]
     assert bleu_claims and all(c["verdict"] in ("not run", "not judged") for c in bleu_claims)
+
+
+def test_rejudge_keeps_a_row_measured_by_the_tables_own_runs_over_another_tables(tmp_path):
+    """Bit Cipher Table 1 reads its Sum row from Table 3's cells: when Table 1 was re-run under a new recipe and
+    Table 3 was not, re-judging Table 1 keeps the row its own render measured."""
+    render("ewe_table3", "quick", tmp_path)
+    render("ewe_table5", "quick", tmp_path)
+    for stem, value in (("ewe_table3", 55.8), ("ewe_table5", 61.2)):
+        path = tmp_path / "tables" / f"{stem}.quick.json"
+        table = json.loads(path.read_text())
+        for row in table["rows"]:
+            if "CANINE_ORIG" in row["key"]:
+                row["cells"]["2015A F1"].update(ours=value, std=1.0, n=3)
+        path.write_text(json.dumps(table))
+    result = rejudge("ewe_table5", "quick", tmp_path)
+    row = next(r for r in result["rows"] if "CANINE_ORIG" in r["key"])
+    assert row["cells"]["2015A F1"]["ours"] == 61.2

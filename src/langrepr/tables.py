@@ -573,7 +573,11 @@ def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs") 
         raise UserError(f"{path} does not exist: render the table first (`make {table.replace('_', '-')} "
                         f"PROFILE={profile}`)")
     old_rows = {r["key"]: r for r in old.get("rows", [])}
-    old_rows.update(borrowed_rows(spec, cfg.run_id, profile, Path(outputs)))
+    for key, row in borrowed_rows(spec, cfg.run_id, profile, Path(outputs)).items():
+        # another table's row fills a row this JSON lacks; a row measured with this table's own runs is kept (the
+        # other table may have run under another recipe)
+        if not any(c.get("ours") is not None for c in old_rows.get(key, {}).get("cells", {}).values()):
+            old_rows[key] = row
     empty = {"ours": None, "paper": None, "std": None, "n": 0, "runs": [], "seeds": [], "commits": [], "diverged": []}
     rows = []
     for row in spec["rows"]:
