@@ -199,6 +199,13 @@ class LEAMEncoder(nn.Module):
         return self.head(self.label_embedding)
 
 
+def fits_positions(x: Tensor, max_positions: int) -> None:
+    """A positional encoder reads at most `max_positions` positions: say so in one line, not an index error."""
+    if x.shape[1] > max_positions:
+        raise UserError(f"the input has {x.shape[1]} positions but encoder.net.max_position_embeddings is "
+                        f"{max_positions}: raise it or shorten the input")
+
+
 class BertEncoder(nn.Module):
     """A small BERT (`transformers.BertModel` from a config, random init) read through `inputs_embeds`.
 
@@ -224,9 +231,7 @@ class BertEncoder(nn.Module):
         self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(hidden_size, num_labels))
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        if x.shape[1] > self.max_positions:
-            raise UserError(f"the input has {x.shape[1]} positions but encoder.net.max_position_embeddings is "
-                            f"{self.max_positions}: raise it or shorten the input")
+        fits_positions(x, self.max_positions)
         hidden = self.bert(inputs_embeds=self.project(x), attention_mask=mask.long()).last_hidden_state
         return self.head(masked_mean(hidden, mask))
 
@@ -255,9 +260,7 @@ class TensorCoderEncoder(nn.Module):
         self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(hidden_size, num_labels))
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        if x.shape[1] > self.max_positions:
-            raise UserError(f"the input has {x.shape[1]} positions but encoder.net.max_position_embeddings is "
-                            f"{self.max_positions}: raise it or shorten the input")
+        fits_positions(x, self.max_positions)
         h = self.project(x) + self.positions.weight[: x.shape[1]]
         for layer in self.layers:
             h = layer(h, mask)
