@@ -16,14 +16,13 @@ import csv
 import json
 import os
 import statistics
-import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
 
 import yaml
 
-from langrepr.errors import UserError
+from langrepr.errors import UserError, exits_on_user_error
 from langrepr.utils import open_mode
 
 METRIC = "val/ppl"
@@ -129,15 +128,12 @@ def main() -> None:
     args = parser.parse_args()
     outputs = Path(args.outputs)
     table_path = outputs / "tables" / f"bitcipher_figure4.{args.profile}.json"
-    try:
+    with exits_on_user_error():
         if not table_path.is_file():
             raise UserError(f"{table_path} not found: render the table first (python -m langrepr.tables "
                             f"bitcipher_figure4 --profile {args.profile})")
         target = outputs / "figures" / f"bitcipher_figure4.{args.profile}.png"
         drawn = plot(json.loads(table_path.read_text()), outputs, target)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
     print(f"wrote {target} ({', '.join(drawn)})")
 
 

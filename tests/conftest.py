@@ -76,3 +76,24 @@ def fails_with(capfd, argv: list[str], code: int = 2) -> str:
     err = capfd.readouterr().err
     assert got == code, (got, err[-3000:])
     return the_line(err)
+
+
+class WordLengthTokenizer:
+    """The patent tokenizer contract (prepare / cache_key / encode) with 8 word-length ids per document, for tests
+    of what a datamodule does with documents and labels rather than with their text."""
+
+    vocab_size = 16
+
+    def __init__(self, key: str = "fake-word-length"):
+        self.key = key
+
+    def prepare(self, texts, cache_dir):
+        pass
+
+    def cache_key(self):
+        return self.key
+
+    def encode(self, texts):
+        import torch
+        ids = torch.tensor([[1 + len(w) % 15 for w in (t.split() + [""] * 8)[:8]] for t in texts])
+        return {"input_ids": ids, "attention_mask": (ids != 0).long()}

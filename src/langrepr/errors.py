@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
+import sys
+from collections.abc import Iterator
 
 # torch's zip writer turns a failed write (a full disk) into a RuntimeError; the OSError, when there is one, is
 # only its __context__ ("[enforce fail at inline_container.cc:672] . unexpected pos ...", or, writing to a path,
@@ -23,6 +26,16 @@ class UserError(Exception):
 
 class Diverged(UserError):
     """Training produced a NaN/inf loss or metric: the cell is recorded as "diverged", not "finished"."""
+
+
+@contextlib.contextmanager
+def exits_on_user_error(code: int = 2) -> Iterator[None]:
+    """For a command's main: a UserError inside becomes `error: <its line>` on stderr and exit `code`."""
+    try:
+        yield
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(code)
 
 
 def one_line(err: BaseException) -> str:

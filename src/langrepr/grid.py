@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from langrepr.confpaths import CONF_DIR
-from langrepr.errors import UserError
+from langrepr.errors import exits_on_user_error
 
 log = logging.getLogger("langrepr.grid")
 
@@ -292,11 +292,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="replace the grid on disk even when this render has fewer measured cells")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
+    with exits_on_user_error():
         table = render(args.profile, args.outputs, force=args.force)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
     print(f"grid ({table['profile']}): {table['measured']} measured cells of {table['composing']} that compose")
 
 

@@ -4,34 +4,18 @@ export's schema at the paper's 664 subclasses / 1,328 First/Later labels; a real
 import time
 
 import pytest
-import torch
 
+from conftest import WordLengthTokenizer
 from langrepr.data import standin
 from langrepr.data.patents.files import read_manifest
 from langrepr.data.patents.uspto import PatentDataModule
 from langrepr.errors import UserError
 
 
-class WordCountTokenizer:
-    """The tokenizer contract with 8 ids per document (the stand-in's labels, not its text, are under test)."""
-
-    vocab_size = 16
-
-    def prepare(self, texts, cache_dir):
-        pass
-
-    def cache_key(self):
-        return "fake-standin"
-
-    def encode(self, texts):
-        ids = torch.tensor([[1 + len(w) % 15 for w in (t.split() + [""] * 8)[:8]] for t in texts])
-        return {"input_ids": ids, "attention_mask": (ids != 0).long()}
-
-
 def test_a_real_run_without_the_export_is_still_one_line(tmp_path, monkeypatch):
     monkeypatch.delenv(standin.ENV, raising=False)
     monkeypatch.delenv("LANGREPR_USPTO_DIR", raising=False)
-    dm = PatentDataModule(data_dir=None, tokenizer=WordCountTokenizer(), cache_dir=str(tmp_path))
+    dm = PatentDataModule(data_dir=None, tokenizer=WordLengthTokenizer("fake-standin"), cache_dir=str(tmp_path))
     with pytest.raises(UserError, match="USPTO export not found"):
         dm.setup()
     assert not list(tmp_path.glob("dry-standin-*"))          # nothing generated outside a dry run
@@ -41,7 +25,7 @@ def test_a_dry_run_reads_a_full_schema_stand_in_at_1328_labels(tmp_path, monkeyp
     monkeypatch.setenv(standin.ENV, "1")
     monkeypatch.delenv("LANGREPR_USPTO_DIR", raising=False)
     started = time.time()
-    dm = PatentDataModule(data_dir=None, tokenizer=WordCountTokenizer(), cache_dir=str(tmp_path), seed=1)
+    dm = PatentDataModule(data_dir=None, tokenizer=WordLengthTokenizer("fake-standin"), cache_dir=str(tmp_path), seed=1)
     dm.setup()
     assert dm.net_kwargs == {"num_labels": 1328}             # 664 subclasses x First/Later, the paper's count
     assert dm.data_info["synthetic"] and "stand-in" in dm.data_info["standin"]

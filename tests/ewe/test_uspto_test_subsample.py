@@ -3,27 +3,11 @@ same rows for every model seed, off by default."""
 
 import numpy as np
 import pytest
-import torch
 
+from conftest import WordLengthTokenizer
 from langrepr.data.patents.synthetic import generate
 from langrepr.data.patents.uspto import PatentDataModule, check_test_subsample, subsample_rows
 from langrepr.errors import UserError
-
-
-class FakeTokenizer:
-    """The tokenizer contract (prepare / cache_key / encode) with 8 word-length ids per document."""
-
-    vocab_size = 16
-
-    def prepare(self, texts, cache_dir):
-        pass
-
-    def cache_key(self):
-        return "fake-sub"
-
-    def encode(self, texts):
-        ids = torch.tensor([[1 + len(w) % 15 for w in (t.split() + [""] * 8)[:8]] for t in texts])
-        return {"input_ids": ids, "attention_mask": (ids != 0).long()}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +22,7 @@ def rows_of(dm, split):
 
 
 def test_off_by_default_scores_every_test_document(export, tmp_path):
-    dm = PatentDataModule(data_dir=str(export), tokenizer=FakeTokenizer(), cache_dir=str(tmp_path), seed=1)
+    dm = PatentDataModule(data_dir=str(export), tokenizer=WordLengthTokenizer("fake-sub"), cache_dir=str(tmp_path), seed=1)
     dm.setup()
     assert rows_of(dm, "2015A") == 50 and rows_of(dm, "2015B") == 50
 
@@ -46,7 +30,7 @@ def test_off_by_default_scores_every_test_document(export, tmp_path):
 def test_subsample_takes_the_configured_size_and_the_same_rows_for_every_model_seed(export, tmp_path):
     plans = []
     for seed in (1, 2):
-        dm = PatentDataModule(data_dir=str(export), tokenizer=FakeTokenizer(), cache_dir=str(tmp_path / str(seed)),
+        dm = PatentDataModule(data_dir=str(export), tokenizer=WordLengthTokenizer("fake-sub"), cache_dir=str(tmp_path / str(seed)),
                               seed=seed, test_subsample={"2015A": 20, "2015B": 30})
         dm.setup()
         assert rows_of(dm, "2015A") == 20 and rows_of(dm, "2015B") == 30
