@@ -54,6 +54,7 @@ bench: $(STAMP) ## benchmarks: ratios (median and spread over interleaved rounds
 
 tables: $(STAMP) ## render every table from the runs already in outputs/ (no training)
 	$(RENDER) all --profile $(PROFILE)
+	$(PY) -m langrepr.grid --profile $(PROFILE)
 
 .PHONY: report quick-all
 report: $(STAMP) ## one results page from what has run: outputs/report/report.{md,html} (tables, curves, bench plots)

@@ -634,14 +634,10 @@ def main(argv: list[str] | None = None) -> None:
         names = group_options("experiment")
     try:
         for name in names:
-            if name == "grid":      # the grid has its own renderer (composition, best-row marks, heat map)
-                if args.rejudge or args.dry:
-                    print("grid: skipped (rendered by `python -m langrepr.grid`; it has no --rejudge or --dry)")
-                    continue
-                from langrepr.grid import render as render_grid
-                result = render_grid(args.profile, args.outputs, force=args.force)
-                print(f"grid ({result['profile']}): {result['measured']} measured cells of {result['composing']} "
-                      "that compose")
+            if name == "grid":      # its own renderer (composition, best-row marks, heat map); no import of it here
+                if args.tables != ["all"]:
+                    raise UserError(f"the grid has its own renderer: python -m langrepr.grid --profile {args.profile}")
+                print("grid: skipped (rendered by `python -m langrepr.grid`, which `make tables` also runs)")
                 continue
             if args.rejudge:
                 try:
