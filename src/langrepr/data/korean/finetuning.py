@@ -39,9 +39,12 @@ log = logging.getLogger(__name__)
 
 
 class Passed(Sequence):
-    """A read-only sequence handed to the task as it is: `hydra.utils.instantiate` turns a plain list kwarg into
-    an OmegaConf node, where a string "???" (a morpheme or a question can be exactly that) means a missing value
-    and stops the cell, and where every item of thousands of sentences is copied on the way."""
+    """A read-only sequence handed to the task as it is.
+
+    `hydra.utils.instantiate` turns a plain list kwarg into an OmegaConf node, where a string "???" (a morpheme or
+    a question can be exactly that) means a missing value and stops the cell, and where every item of thousands
+    of sentences is copied on the way.
+    """
 
     def __init__(self, items: Sequence):
         self._items = list(items)
