@@ -1035,7 +1035,8 @@ def render_all(plans: list[dict]) -> str:
                 by_paper[paper] = by_paper.get(paper, 0.0) + s["gpu_hours"]
     lines += ["", "Per paper (each stage once, whichever tables share it): "
               + "; ".join(f"{p} {_hours(h, 1)} GPU-hours" for p, h in sorted(by_paper.items())), "",
-              f"**All papers: {total:,.1f} GPU-hours**"
+              f"**All papers: {total - by_paper.get('grid', 0.0):,.1f} GPU-hours**"
+              + (f" (with the cross-paper grid: {total:,.1f})" if "grid" in by_paper else "")
               + (f", plus {unknown} stage(s) of unknown length" if unknown else "")
               + ". A table's total counts the cells of its own sweep; where its `make` target also runs another "
                 "sweep (EWE 4-5 read Table 3; multi-hot 2-5 fine-tune multihot_pretrain's cells and 4-5 read Table 3; "
