@@ -1,6 +1,7 @@
 """LEAM word vectors from GloVe (issue 23 item 4): a file or a hub file, random init as the stated fallback."""
 
 import logging
+import shutil
 import zipfile
 
 import pytest
@@ -109,3 +110,37 @@ def test_a_dry_run_without_the_vectors_starts_random_and_says_so(tmp_path, monke
     with pytest.raises(UserError, match="do not exist"):                 # a real run stops with the line
         (tmp_path / "real").mkdir()
         datamodule(tmp_path / "real", str(tmp_path / "absent.zip")).setup()
+
+
+class NoVocabTokenizer:
+    """A tokenizer with no word list (the grid's wrapped piece / byte inputs): fine unless GloVe is asked for."""
+
+    def __init__(self):
+        self.inner = WordTokenizer(max_length=8, max_vocab=50)
+        self.vocab_size, self.max_length = 50, 8
+
+    def prepare(self, texts, cache_dir=None):
+        self.inner.prepare(texts, cache_dir)
+        self.vocab_size = self.inner.vocab_size
+
+    def encode(self, texts):
+        return self.inner.encode(texts)
+
+    def cache_key(self):
+        return "no-vocab"
+
+    def name_ids(self, names):
+        return self.inner.name_ids(names)
+
+
+def test_a_tokenizer_without_a_vocabulary_builds_unless_vectors_are_asked_for(tmp_path):
+    def dm(vectors):
+        return TextClassificationDataModule("ag_news", data_dir=str(csv_folder(tmp_path)), class_names=["World", "Sports"],
+                                            tokenizer=NoVocabTokenizer(), batch_size=4, cache_dir=str(tmp_path / "c"),
+                                            word_vectors=vectors, word_vector_dim=4)
+    plain = dm(None)
+    plain.setup()
+    assert plain.word_vectors_file is None
+    shutil.rmtree(tmp_path / "agnews")
+    with pytest.raises(UserError, match="needs a word tokenizer with a vocabulary; NoVocabTokenizer has none"):
+        dm(str(tmp_path / "glove.txt")).setup()

@@ -195,8 +195,11 @@ class TextClassificationDataModule(SplitLoaders, pl.LightningDataModule):
                           "rows": {n: len(s) for n, s in self._splits.items()},
                           "train_label_counts": counts.tolist() if counts is not None else None}
         out = Path(self.cache_dir) / "word_vectors" if self.cache_dir else Path("outputs") / "cache" / "word_vectors"
-        self.word_vectors_file, vectors_info = word_vectors_for(self.word_vectors, self.tokenizer.vocab,
-                                                                self.word_vector_dim, out)
+        if self.word_vectors and not hasattr(self.tokenizer, "vocab"):
+            raise UserError(f"dataset.datamodule.word_vectors needs a word tokenizer with a vocabulary; "
+                            f"{type(self.tokenizer).__name__} has none: unset word_vectors or use a word tokenizer")
+        vocab = self.tokenizer.vocab if self.word_vectors else ()     # read only when vectors are asked for
+        self.word_vectors_file, vectors_info = word_vectors_for(self.word_vectors, vocab, self.word_vector_dim, out)
         self.data_info.update(vectors_info)
         log.info("%s: %s (%s)", self.name, self.data_info["rows"], info["split"])
 
