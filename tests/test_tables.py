@@ -230,3 +230,12 @@ def test_not_run_names_a_column_and_a_reason():
         build({**SPEC, "not_run": {"BLEU": "x"}}, [], "quick")
     with pytest.raises(UserError, match="non-empty reason"):
         build({**SPEC, "not_run": {"F1": " "}}, [], "quick")
+
+
+def test_cell_wall_time_counts_each_run_once_from_the_records():
+    runs = [dict(fake_run("a", 1, 0.60, 50), wall_time_s=30.0), dict(fake_run("a", 2, 0.62, 50), wall_time_s=50.0),
+            fake_run("b", 1, 0.50, 100)]                  # a record from before wall times were kept
+    table = build(SPEC, runs, "quick")
+    # A's two runs feed its F1, Params and (derived) Ratio cells: 30 + 50 s, once each; B's run has no time
+    assert table["cell_wall"] == {"seconds": 80.0, "runs": 3, "untimed_runs": 1}
+    assert "Cell wall time: 1.3 min over 3 runs" in to_markdown(table, SPEC)

@@ -37,6 +37,7 @@ import yaml
 
 from langrepr.confpaths import group_options
 from langrepr.errors import WRITE_ERRNOS, UserError
+from langrepr.tables import run_seconds
 from langrepr.utils import PROJECT_ROOT, git_commit, open_mode, write_text_atomic
 
 log = logging.getLogger("langrepr.report")
@@ -416,15 +417,37 @@ def build_markdown(outputs: Path, img_dir: Path, page_dir: Path) -> str:
 
 def status_lines(outputs: Path) -> list[str]:
     """The README's status table: one row per rendered table, drawn from its JSON so it cannot go stale."""
-    lines = ["| paper | table | profile | cells run | seeds | claims | commit |", "|---|---|---|---|---|---|---|"]
+    lines = ["| paper | table | profile | cells run | seeds | claims | cell time | commit |",
+             "|---|---|---|---|---|---|---|---|"]
+    shown = []
     for entry in load_tables(outputs):
         t, s = entry["table"], table_summary(entry["table"])
         if entry["stem"].endswith(".partial"):
             continue
+        shown.append(t)
         paper = PAPERS.get(t["table"].split("_")[0], t["table"].split("_")[0])
+        wall = t.get("cell_wall")
+        minutes = f"{wall['seconds'] / 60:.0f} min" if wall and wall["runs"] > wall["untimed_runs"] else "—"
         lines.append(f"| {paper} | [{t['table']}](outputs/tables/{entry['stem']}.md) | {t.get('profile')} | "
-                     f"{s['run']}/{s['total']} | {s['seeds']} | {s['claims']} | `{t.get('commit')}` |")
+                     f"{s['run']}/{s['total']} | {s['seeds']} | {s['claims']} | {minutes} | `{t.get('commit')}` |")
+    for profile in sorted({t.get("profile") for t in shown}):
+        tables = [t for t in shown if t.get("profile") == profile]
+        seconds, timed, untimed = recorded_cell_time(tables)
+        older = f"{untimed} runs were rendered before cell times were kept (\"—\")" if untimed else ""
+        if not timed:
+            lines += ["", f"Cell time ({profile}): not recorded yet; {older}"]
+            continue
+        lines += ["", f"Cell time ({profile}): {seconds / 3600:.1f} h over the {timed} recorded runs behind "
+                  f"{len(tables)} tables, each run counted once (one process per cell, at the load of its run; "
+                  f"upstream stages the cells reuse, renders and set-up not counted)" + (f"; {older}" if older else "")]
     return lines
+
+
+def recorded_cell_time(tables: list[dict]) -> tuple[float, int, int]:
+    """Seconds, timed runs and untimed runs behind these tables, each run once however many tables read it."""
+    seconds = run_seconds([row for t in tables for row in t["rows"]])
+    timed = [s for s in seconds.values() if s is not None]
+    return sum(timed), len(timed), len(seconds) - len(timed)
 
 
 def paper_claim_lines(outputs: Path, paper: str) -> list[str]:

@@ -168,7 +168,8 @@ def build(spec: dict, runs: list[dict], profile: str) -> dict:
             cells[column["name"]] = {"ours": ours, "paper": row.get("paper", {}).get(column["name"]), "std": std,
                                      "n": len(values), "runs": [r["dir"] for r, _ in values],
                                      "seeds": cell_seeds, "commits": cell_commits, "diverged": diverged,
-                                     "stale": stale, "metric_version": METRIC_VERSIONS.get(metric_name(metric), 1)}
+                                     "stale": stale, "metric_version": METRIC_VERSIONS.get(metric_name(metric), 1),
+                                     "wall_s": [r.get("wall_time_s") for r, _ in values]}
             if not_run:
                 cells[column["name"]]["not_run"] = not_run
             if profile == "dry":
@@ -190,7 +191,26 @@ def build(spec: dict, runs: list[dict], profile: str) -> dict:
         "data": spec.get("data", ""), "notes": list(spec.get("notes", [])), "recipe": sorted(recipe),
         "not_run": dict(spec.get("not_run") or {}),
     }
+    table["cell_wall"] = cell_wall(rows_out)
     return table
+
+
+def run_seconds(rows: list[dict]) -> dict[str, float | None]:
+    """Each run behind these rows once (however many cells read it) with its recorded wall time, None if unrecorded."""
+    seconds: dict[str, float | None] = {}
+    for row in rows:
+        for cell in row["cells"].values():
+            runs = cell.get("runs", [])
+            for run, wall in zip(runs, cell.get("wall_s") or [None] * len(runs)):   # derived cells carry no times
+                seconds[run] = wall if wall is not None else seconds.get(run)
+    return seconds
+
+
+def cell_wall(rows: list[dict]) -> dict:
+    """What the table's cells cost, from their own records: the sum over its runs, and how many lack a time."""
+    seconds = run_seconds(rows)
+    timed = [s for s in seconds.values() if s is not None]
+    return {"seconds": round(sum(timed), 1), "runs": len(seconds), "untimed_runs": len(seconds) - len(timed)}
 
 
 def dry_outcome(runs: list[dict]) -> dict:
@@ -382,6 +402,12 @@ def to_markdown(table: dict, spec: dict) -> str:
         lines.append(f"**Provenance warning:** some cells ran from uncommitted code ({', '.join(table['dirty_commits'])}).")
     if table["data"]:
         lines.append(f"Data: {table['data']}")
+    wall = table.get("cell_wall")
+    if wall and wall["runs"]:
+        untimed = f"; {wall['untimed_runs']} without a recorded time" if wall["untimed_runs"] else ""
+        lines.append(f"Cell wall time: {wall['seconds'] / 60:.1f} min over {wall['runs']} runs (the sum of the cells' "
+                     f"own records, each one process at the load of its run; upstream stages the cells reuse, such as "
+                     f"pretrained checkpoints or cached vectors, not counted{untimed})")
     lines += ["", "Each cell: ours (± std over seeds) / paper / Δ = ours − paper. \"not run\" = no finished run.", ""]
     models = [r for r in table["rows"] if not r.get("reference")]
     references = [r for r in table["rows"] if r.get("reference")]
