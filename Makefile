@@ -51,6 +51,7 @@ bench: $(STAMP) ## benchmarks: ratios (median and spread over interleaved rounds
 	$(PY) scripts/bench_leam.py
 	$(PY) scripts/bench_multihot.py
 	$(PY) scripts/bench_bit_cipher.py
+	$(PY) scripts/bench_compile.py
 
 tables: $(STAMP) ## render every table from the runs already in outputs/ (no training)
 	$(RENDER) all --profile $(PROFILE)

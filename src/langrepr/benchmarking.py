@@ -191,4 +191,5 @@ def lightning_fit(cfg: Any, dm: Any, task: Any, steps: int, warmup: int, workdir
     # the last `next()` may be the one that found the epoch's end; pair each wait with the batch it fetched
     waits, runs = waits[warmup:len(runs)], runs[warmup:]
     return {"steps_per_s": steps_per_s(clock.starts, clock.last_end, warmup), "startup_s": clock.starts[0] - begin,
+            "warmup_s": clock.starts[warmup] - clock.starts[0],   # first steps: where one-time compilation lands
             "wait_s": float(sum(waits)), "run_s": float(sum(runs))}
