@@ -116,14 +116,20 @@ class WordTaggingTask(FinetuneTask):
     def validation_step(self, batch: dict, _: int) -> None:
         self.val_outputs += self.predict_words(batch)
 
+    def scored(self, outputs: list, gold: list, what: str, limit: float | int) -> tuple[list, list, list[int]]:
+        """(gold, predicted, sentence indices) of the predicted sentences: every one, unless the trainer reads only
+        some batches of the split (`limit_*_batches`: the sanity check, debug=smoke)."""
+        if limit == 1.0 or (self._trainer is None):
+            predicted = by_index(outputs, len(gold), what)
+            return gold, predicted, list(range(len(gold)))
+        found = dict(outputs)
+        order = sorted(found)
+        return [gold[i] for i in order], [found[i] for i in order], order
+
     def on_validation_epoch_end(self) -> None:
         outputs, self.val_outputs = self.gathered(self.val_outputs), []
-        found = dict(outputs)
-        if len(found) < len(self.val_gold):          # the sanity check reads a few batches only
-            gold = [self.val_gold[i] for i in sorted(found)]
-            predicted = [found[i] for i in sorted(found)]
-        else:
-            gold, predicted = self.val_gold, by_index(outputs, len(self.val_gold), "dev sentences")
+        limit = 0 if self.trainer.sanity_checking else self.trainer.limit_val_batches
+        gold, predicted, _ = self.scored(outputs, self.val_gold, "dev sentences", limit)
         scores = tagging_scores(gold, predicted, self.types)
         self.log_dict({"val/micro_f1": scores["micro_f1"], "val/macro_f1": scores["macro_f1"]})
 
@@ -131,6 +137,8 @@ class WordTaggingTask(FinetuneTask):
         self.test_outputs += self.predict_words(batch)
 
     def score_test(self, outputs: list) -> tuple[dict[str, float | None], dict]:
-        predicted = by_index(outputs, len(self.test_gold), "sentences")
-        metrics = {f"test/{k}": v for k, v in tagging_scores(self.test_gold, predicted, self.types).items()}
-        return metrics, {str(i): tags for i, tags in enumerate(predicted)}
+        limit = self.trainer.limit_test_batches if self._trainer is not None else 1.0
+        gold, predicted, order = self.scored(outputs, self.test_gold, "sentences", limit)
+        metrics = {f"test/{k}": v for k, v in tagging_scores(gold, predicted, self.types).items()}
+        metrics["test/sentences"] = float(len(gold))
+        return metrics, {str(i): tags for i, tags in zip(order, predicted)}
