@@ -203,15 +203,18 @@ endif
 GRID_RUN = $(RUN) -m experiment=grid profile=$(PROFILE) ckpt_path=auto
 GRID_INPUTS = wordpiece,ewe,bytes,words,bitcipher_sum,word2vec
 GRID_ENCODERS = swem leam tensorcoder bert
+GRID_TAGGERS = tensorcoder bert     # the encoders that keep one state per position: the only ones on CoNLL-2003 NER
 GRID_PATENTS = $(if $(filter quick,$(PROFILE)),synthetic,uspto)
 GRID_SEEDS ?=
 GRID_OUTPUTS ?= outputs
 GRID_SEED = $(if $(GRID_SEEDS),seed=$(GRID_SEEDS))
 .PHONY: grid
-grid: $(STAMP) ## The grid (beyond the papers): inputs x encoders over patents / AG News / NSMC, floor + BoW LR rows, heat map
+grid: $(STAMP) ## The grid (beyond the papers): inputs x encoders over patents / AG News / NSMC / CoNLL-2003 NER, floor + comparator rows, heat map
 	$(GRID_RUN) grid_task=$(GRID_PATENTS) input=none encoder=none model=patent_label_prior,patent_tfidf_probe seed=1 $(ARGS)
 	$(GRID_RUN) grid_task=ag_news,nsmc_text input=none encoder=none model=majority_class,bow_lr seed=1 $(ARGS)
+	$(GRID_RUN) grid_task=conll2003 input=none encoder=none model=majority_tagger,token_lr seed=1 $(ARGS)
 	set -e; for enc in $(GRID_ENCODERS); do $(GRID_RUN) encoder=$$enc grid_task=$(GRID_PATENTS),ag_news input=$(GRID_INPUTS) $(GRID_SEED) $(ARGS); $(GRID_RUN) encoder=$$enc grid_task=nsmc_text input=$(GRID_INPUTS),multihot $(GRID_SEED) $(ARGS); done
+	set -e; for enc in $(filter $(GRID_TAGGERS),$(GRID_ENCODERS)); do $(GRID_RUN) encoder=$$enc grid_task=conll2003 input=$(GRID_INPUTS) $(GRID_SEED) $(ARGS); done
 	$(PY) -m langrepr.grid --profile $(PROFILE) --outputs $(GRID_OUTPUTS)
 ifeq ($(PROFILE),quick)
 grid: export OMP_NUM_THREADS ?= 1

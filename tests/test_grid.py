@@ -121,10 +121,13 @@ def test_renderer_marks_best_floor_and_does_not_compose(tmp_path):
     rows = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| ")}
     assert "**85.0 ± 0.4**" in rows["word pieces × SWEM"]                     # best beyond the noise: bold
     assert "(below floor)" in rows["raw bytes × BERT"]                          # 26% against a 25% floor + 5
-    assert rows["multi-hot groups × SWEM"].count(grid.NOT_COMPOSED) == 2        # English columns
+    assert rows["multi-hot groups × SWEM"].count(grid.NOT_COMPOSED) == 3        # English columns
+    assert rows["words (random) × LEAM"].count(grid.NOT_COMPOSED) == 1         # a document encoder cannot tag
     assert "**" not in rows["multi-hot groups × SWEM"]                          # 70.0 vs 69.0 ± 2: within noise
     assert table["best"]["NSMC acc"]["beyond_noise"] is False
-    assert table["measured"] == 5 and table["composing"] == 3 * 6 * 4 + 4      # 6 inputs x 4 encoders x 3 + multihot
+    # 6 inputs x 4 encoders x 3 classification tasks + multi-hot x 4 on NSMC + 6 inputs x 2 tagging encoders on NER
+    assert table["measured"] == 5 and table["composing"] == 3 * 6 * 4 + 4 + 6 * 2
+    assert "encoder leam is a document encoder (one vector per text) and task conll2003 tags every token" in md
     assert "input multihot exists only for ko text" in md
     saved = json.loads((tmp_path / "tables" / "grid.quick.json").read_text())
     best = next(r for r in saved["rows"] if r["key"] == "word pieces × SWEM")
@@ -138,8 +141,9 @@ def test_make_grid_runs_its_sweeps_and_renders_at_smoke_size(tmp_path):
     """`make grid PROFILE=quick` itself, narrowed to two inputs x two encoders, one seed, every cell at debug=smoke."""
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
-    if DATA is None or not (DATA / "agnews" / "test.csv").exists() or not (DATA / "nsmc").exists():
-        pytest.skip("LANGREPR_DATA_DIR lacks agnews/ or nsmc/ (the quick grid's AG News and NSMC columns)")
+    if DATA is None or not all((DATA / p).exists() for p in ("agnews/test.csv", "nsmc", "conll2003/eng.train")):
+        pytest.skip("LANGREPR_DATA_DIR lacks agnews/, nsmc/ or conll2003/ (the quick grid's AG News, NSMC and NER "
+                    "columns)")
     out = tmp_path / "outputs"
     args = f"debug=smoke paths.output_root={out} paths.cache_dir={tmp_path / 'cache'}"
     run = subprocess.run(["make", "grid", "PROFILE=quick", f"PY={sys.executable}", "STAMP=",
@@ -148,7 +152,7 @@ def test_make_grid_runs_its_sweeps_and_renders_at_smoke_size(tmp_path):
                          timeout=1800)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     table = json.loads((out / "tables" / "grid.quick.json").read_text())
-    assert table["measured"] == 2 * 2 * 3 + 2       # 2 inputs x 2 encoders x 3 tasks + multi-hot x 2 encoders
+    assert table["measured"] == 2 * 2 * 3 + 2 + 2   # 2 inputs x 2 encoders x 3 tasks + multi-hot x 2 + NER x BERT
     references = [r for r in table["rows"] if r["reference"]]
     assert all(c["ours"] is not None for r in references for c in r["cells"].values())
     assert "grid.quick.png" in (table["figure"] or "grid.quick.png")
@@ -175,7 +179,8 @@ def test_the_plan_costs_a_grid_cell_and_skips_one_that_does_not_compose():
                                    "encoder=bert"])
     assert plan.measure(plan.train_stage(korean).work)["step_flops"] > 0  # POS ids within the tag table
     sweeps = plan.extra_sweeps("grid", "full")     # what `make grid` runs beside the experiment's own sweep
-    assert ["grid_task=nsmc_text", "input=multihot"] in sweeps and len(sweeps) == 7 and plan.extra_sweeps("ewe_table3", "full") == []
+    assert ["grid_task=nsmc_text", "input=multihot"] in sweeps and ["grid_task=conll2003", "encoder=bert"] in sweeps
+    assert len(sweeps) == 11 and plan.extra_sweeps("ewe_table3", "full") == []
 
 
 def test_the_report_shows_the_heat_map(tmp_path):

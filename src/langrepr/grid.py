@@ -37,6 +37,11 @@ def task_language(task: str | None) -> str:
     return TASK_LANGUAGES.get(str(task), "en")
 
 
+def tagging_task(compose: dict[str, Any]) -> bool:
+    """Whether the task of `compose` tags every token (its `task_target`)."""
+    return any(mark in str(compose.get("task_target", "")) for mark in TAGGING_TASKS)
+
+
 def composition_error(compose: dict[str, Any]) -> str | None:
     """Why this input x encoder x task does not compose (one line), or None when it does.
 
@@ -48,8 +53,7 @@ def composition_error(compose: dict[str, Any]) -> str | None:
     languages = compose.get("input_languages")
     if languages and language not in languages:
         return f"input {compose.get('input')} exists only for {'/'.join(languages)} text and task {task} is {language}"
-    tagging = any(mark in str(compose.get("task_target", "")) for mark in TAGGING_TASKS)
-    if tagging and not compose.get("encoder_tags", False):
+    if tagging_task(compose) and not compose.get("encoder_tags", False):
         return (f"encoder {compose.get('encoder')} is a document encoder (one vector per text) and task {task} "
                 "tags every token")
     return None
@@ -98,16 +102,22 @@ def column_tasks(spec: dict) -> dict[str, str]:
     return {c["name"]: c["match"]["grid_task"] for c in spec["columns"]}
 
 
+def column_task_entries(spec: dict, grid: dict) -> dict[str, dict]:
+    """{column name: its task entry ({datamodule, target, ...})}: the column's own `task:` when it has one (a
+    column added after the grid ran: `grid.tasks` is part of every cell's identity), else `grid.tasks[<task>]`."""
+    return {c["name"]: c.get("task") or grid["tasks"][c["match"]["grid_task"]] for c in spec["columns"]}
+
+
 def mark_composition(table: dict, spec: dict, grid: dict) -> int:
     """Mark every model cell that cannot compose (`compose` = the reason); returns how many model cells can."""
-    parts, tasks = row_parts(spec), column_tasks(spec)
+    parts, tasks, entries = row_parts(spec), column_tasks(spec), column_task_entries(spec, grid)
     composing = 0
     for row in table["rows"]:
         if row.get("reference"):
             continue
         inp, enc = parts[row["key"]]
         for name, cell in row["cells"].items():
-            reason = cell_composes(inp, enc, grid["tasks"][tasks[name]], tasks[name])
+            reason = cell_composes(inp, enc, entries[name], tasks[name])
             if reason:
                 cell["compose"] = reason
                 cell.pop("floor", None)

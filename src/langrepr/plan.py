@@ -103,11 +103,14 @@ SIZES: dict[str, dict] = {
     "yelp_full": _zhang_sizes("yelp_full", 650_000, 50_000),
     "nsmc": {"unit": "reviews", "train": 150_000, "test": 50_000, "val_fraction": 0.05,
              "source": "official split (multi-hot LM paper §3; conf/dataset/nsmc_text.yaml)"},
+    "conll2003": {"unit": "sentences", "train": 14_041, "val": 3_250, "test": 3_453,
+                  "source": "CoNLL-2003 English eng.train / testa / testb sentences (Tjong Kim Sang & De Meulder 2003)"},
     "mimic50": {"unit": "notes", "train": None, "labels": 50,
                 "source": "unknown: no split size is recorded in the repository or the LEAM paper"},
 }
 # Runtime label counts (the datamodule passes them after reading data) known from the papers
-LABELS = {"uspto": (1328, "664 CPC subclasses x {First, Later}, EWE §5.3"), "mimic50": (50, "50 ICD-9 codes")}
+LABELS = {"uspto": (1328, "664 CPC subclasses x {First, Later}, EWE §5.3"), "mimic50": (50, "50 ICD-9 codes"),
+          "conll2003": (9, "IOB2 tags: O + B-/I- of PER, LOC, ORG, MISC")}
 # Multi-hot token-list sizes: the paper's Table 1 totals (conf/dataset/modu_newspaper.yaml)
 TOKEN_LISTS = {"bpe_base": 37_027, "bpe_syllable": 20_892, "dict_syllable": 37_822}
 # Bit Cipher co-occurrence on 2 CPU cores: Sum, V = 200k, idle machine (docs/bitcipher.md, make bench)
@@ -545,14 +548,17 @@ def train_stage(cfg: Any) -> Stage:
 def extra_sweeps(table: str, profile: str) -> list[list[str]]:
     """Sweeps a table's make target runs beside its experiment's own (single values: each is composed once).
 
-    The grid (`make grid`): multi-hot inputs on NSMC only, and the reference rows (one seed, deterministic).
+    The grid (`make grid`): multi-hot inputs on NSMC only, CoNLL-2003 NER under the tagging encoders only, and the
+    reference rows (one seed, deterministic).
     """
     if table != "grid":
         return []
     patents = "synthetic" if profile == "quick" else "uspto"
     refs = [(patents, "patent_label_prior"), (patents, "patent_tfidf_probe")] + [
-        (task, model) for task in ("ag_news", "nsmc_text") for model in ("majority_class", "bow_lr")]
+        (task, model) for task in ("ag_news", "nsmc_text") for model in ("majority_class", "bow_lr")] + [
+        ("conll2003", "majority_tagger"), ("conll2003", "token_lr")]
     return ([["grid_task=nsmc_text", "input=multihot"]]
+            + [["grid_task=conll2003", f"encoder={encoder}"] for encoder in ("tensorcoder", "bert")]
             + [[f"grid_task={task}", "input=none", "encoder=none", f"model={model}", "seed=1"] for task, model in refs])
 
 

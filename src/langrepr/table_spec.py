@@ -51,6 +51,10 @@ class ColumnSpec:
     ceiling: str = ""
     """Key of a reference row that bounds a model from above in this column (e.g. a per-word majority tagger
     for a probe that sees one word's vector). Recorded as its role; claims are not gated by it."""
+    task: dict = field(default_factory=dict)
+    """The grid (`langrepr.grid`): this column's task entry ({datamodule, target, floor, comparator}) when it is
+    not in the experiment's `grid.tasks` (a column added after the others ran: that node is every cell's
+    identity). Empty for paper tables."""
 
 
 @dataclass

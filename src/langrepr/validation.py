@@ -24,7 +24,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from langrepr.confpaths import CONF_DIR, config_groups, option_files
 from langrepr.errors import UserError
 
-GLOBAL_GROUPS = ("experiment", "experiment_profile", "profile", "debug", "local")
+GLOBAL_GROUPS = ("experiment", "experiment_profile", "profile", "debug", "local", "grid_task", "encoder")
 STAGES = ("train", "count", "stats", "pipeline")
 TEST_CKPTS = ("best", "last")
 PRECISIONS = ("16-mixed", "bf16-mixed", "32-true", "64-true", "16-true", "bf16-true", "transformer-engine",

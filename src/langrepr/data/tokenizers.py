@@ -3,6 +3,9 @@
 The tokenizer contract every datamodule relies on: `prepare(texts, cache_dir)` trains or loads a vocabulary (no-op for byte and
 code-point tokenizers), `encode(texts) -> {"input_ids", "attention_mask"}` with fixed shapes,
 `cache_key()` changes whenever the encoding would change, `vocab_size` is the id range a model needs.
+A tokenizer that can tag words also has `encode_words(sentences)` (pre-split words -> the same tensors plus
+`first`: the position of each word's first piece / material / byte, -1 where the word was cut off), the
+alignment a word tagger labels (the first piece of each word carries its tag, the other positions are ignored).
 
 - `WhitespaceByteTokenizer`: EWE main setting (paper §4.2 steps 1-2, Table 3): ids (B, u, v).
 - `RawByteTokenizer`: EWE with no tokenizer (Table 5 "None"): ids (B, u, v).
@@ -96,6 +99,22 @@ class WhitespaceByteTokenizer:
                     break
         return _byte_batch(buf, len(texts), u, v)
 
+    def encode_words(self, sentences: Sequence[Sequence[str]]) -> dict:
+        """Pre-split words -> `encode` of the words joined by spaces, plus each word's first material (-1: cut off).
+
+        Each whitespace part of a word is one material (truncate) or ceil(bytes / v) materials (split); a word that
+        is only whitespace has no material (-1).
+        """
+        first = []
+        for words in sentences:
+            pos, starts = 0, []
+            for word in words:
+                parts = _utf8_words(word, self.u)
+                starts.append(pos if parts and pos < self.u else -1)
+                pos += sum(1 if self.overflow == "truncate" else max(1, -(-len(p) // self.v)) for p in parts)
+            first.append(starts)
+        return {**self.encode([" ".join(words) for words in sentences]), "first": first}
+
 
 class RawByteTokenizer:
     """No tokenizer (paper §6.2, Table 5 "None"): raw UTF-8 bytes cut into materials of v bytes.
@@ -124,6 +143,26 @@ class RawByteTokenizer:
             data = _utf8(text[:n] if "\x00" not in text[:n] else text.replace("\x00", "")[:n])[:n]
             buf[b * n : b * n + len(data)] = data
         return _byte_batch(buf, len(texts), self.u, self.v)
+
+    def encode_words(self, sentences: Sequence[Sequence[str]]) -> dict:
+        """Pre-split words joined by one space -> `encode`, plus each word's first byte position (-1: cut off).
+
+        Only materials of one byte align to words (with v > 1 two short words can share a material).
+        """
+        from langrepr.errors import UserError
+
+        if self.v != 1:
+            raise UserError(f"does not compose: raw bytes in materials of v = {self.v} bytes can put two words in "
+                            "one position, and a word tagger labels one position per word: use v = 1")
+        first = []
+        for words in sentences:
+            offset, starts = 0, []
+            for word in words:
+                data = _utf8(word)
+                starts.append(offset if data and offset < self.u else -1)
+                offset += len(data) + 1                           # the word and the space after it
+            first.append(starts)
+        return {**self.encode([" ".join(words) for words in sentences]), "first": first}
 
 
 class SubwordTokenizer:
@@ -226,6 +265,24 @@ class SubwordTokenizer:
             len(encs), self.max_length
         )
         return {"input_ids": ids, "attention_mask": mask}
+
+    def encode_words(self, sentences: Sequence[Sequence[str]]) -> dict:
+        """Pre-split words -> `[CLS] pieces [SEP]` ids and mask (B, max_length), plus each word's first piece
+        position (-1: the word was truncated away or gave no piece), from the tokenizer's own word ids."""
+        if self._tok is None:
+            raise RuntimeError("SubwordTokenizer.encode_words() needs prepare(texts, cache_dir) to run first")
+        encs = self._tok.encode_batch([list(words) for words in sentences], is_pretokenized=True)
+        first = []
+        for enc, words in zip(encs, sentences):
+            starts = [-1] * len(words)
+            for position, word in enumerate(enc.word_ids):
+                if word is not None and starts[word] < 0:
+                    starts[word] = position
+            first.append(starts)
+        shape = (len(encs), self.max_length)
+        return {"input_ids": torch.tensor([e.ids for e in encs], dtype=torch.long).reshape(shape),
+                "attention_mask": torch.tensor([e.attention_mask for e in encs], dtype=torch.long).reshape(shape),
+                "first": first}
 
 
 class CodepointTokenizer:

@@ -7,7 +7,9 @@ independent parts, each chosen by its own config group (`conf/input/*.yaml`, `co
   exposes its width ``W`` (`TokenInput`, `ElementInput`, `MultiHotInput`);
 - an **encoder** maps those vectors to logits: ``encoder(x, mask) -> (B, K)`` (`BertEncoder`, `TensorCoderEncoder`,
   `LEAMEncoder`, `SWEMEncoder`); it is built by the model once the input's width is known
-  (``encoder(width=W, num_labels=K)``, a Hydra partial).
+  (``encoder(width=W, num_labels=K)``, a Hydra partial). An encoder that keeps one state per position (BERT,
+  TensorCoder: ``can_tag``) is built with ``per_position=True`` for a tagging task and then gives logits
+  ``(B, L, K)``, its head applied at every position instead of to the masked mean.
 
 Each part reuses the papers' own modules or pure functions (EWE's `ElementwiseEmbedding`, the multi-hot LM's
 `MultiHotEmbedding`, TensorCoder's `TensorCoderAttention` in its encoder block, LEAM's equations (2)-(7), SWEM's
@@ -216,8 +218,10 @@ class BertEncoder(nn.Module):
     can_tag = True
 
     def __init__(self, width: int, num_labels: int, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4,
-                 intermediate_size: int = 128, max_position_embeddings: int = 512, dropout: float = 0.1):
+                 intermediate_size: int = 128, max_position_embeddings: int = 512, dropout: float = 0.1,
+                 per_position: bool = False):
         super().__init__()
+        self.per_position = per_position
         if hidden_size % num_heads:
             raise UserError(f"encoder.net.hidden_size ({hidden_size}) must be a multiple of num_heads ({num_heads})")
         self.project = nn.Identity() if width == hidden_size else nn.Linear(width, hidden_size)
@@ -233,7 +237,7 @@ class BertEncoder(nn.Module):
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         fits_positions(x, self.max_positions)
         hidden = self.bert(inputs_embeds=self.project(x), attention_mask=mask.long()).last_hidden_state
-        return self.head(masked_mean(hidden, mask))
+        return self.head(hidden if self.per_position else masked_mean(hidden, mask))
 
 
 class TensorCoderEncoder(nn.Module):
@@ -246,8 +250,10 @@ class TensorCoderEncoder(nn.Module):
     can_tag = True
 
     def __init__(self, width: int, num_labels: int, hidden_size: int = 64, num_layers: int = 2, n_filters: int = 1,
-                 intermediate_size: int = 128, max_position_embeddings: int = 512, dropout: float = 0.1):
+                 intermediate_size: int = 128, max_position_embeddings: int = 512, dropout: float = 0.1,
+                 per_position: bool = False):
         super().__init__()
+        self.per_position = per_position
         self.project = nn.Identity() if width == hidden_size else nn.Linear(width, hidden_size)
         self.positions = nn.Embedding(max_position_embeddings, hidden_size)
         nn.init.normal_(self.positions.weight, std=0.02)
@@ -264,7 +270,7 @@ class TensorCoderEncoder(nn.Module):
         h = self.project(x) + self.positions.weight[: x.shape[1]]
         for layer in self.layers:
             h = layer(h, mask)
-        return self.head(masked_mean(h, mask))
+        return self.head(h if self.per_position else masked_mean(h, mask))
 
 
 # --------------------------------------------------------------------------- the composition
@@ -275,7 +281,7 @@ def _accepted(part: Callable[..., nn.Module], **values: int | None) -> dict:
 
 
 class GridModel(nn.Module):
-    """Input x encoder: ``(input_ids, attention_mask) -> logits (B, K)``.
+    """Input x encoder: ``(input_ids, attention_mask) -> logits (B, K)``, or ``(B, L, K)`` with `per_position`.
 
     Args:
         input: a built input module, or a partial taking ``vocab_size`` (the datamodule's, when it gives one).
@@ -283,19 +289,25 @@ class GridModel(nn.Module):
         num_labels, vocab_size: runtime values from the datamodule (`net_kwargs`).
         hidden_size, num_layers, intermediate_size: when set (e.g. by `debug=smoke`), the input's width and the
             encoder's sizes, passed to the parts that take them.
+        per_position: logits at every position (a tagging task's datamodule asks for them); only an encoder that
+            keeps one state per position can give them (a document encoder stops with one line).
     Hooks the shared tasks call: `label_logits` / `label_penalty` (LEAM's regulariser, eq. 9, only with the LEAM encoder), `output_bias`.
     """
 
     def __init__(self, input: Callable[..., nn.Module] | nn.Module, encoder: Callable[..., nn.Module],
                  num_labels: int, vocab_size: int | None = None, hidden_size: int | None = None,
-                 num_layers: int | None = None, intermediate_size: int | None = None):
+                 num_layers: int | None = None, intermediate_size: int | None = None, per_position: bool = False):
         super().__init__()
+        if per_position and "per_position" not in inspect.signature(encoder).parameters:
+            name = getattr(getattr(encoder, "func", encoder), "__name__", type(encoder).__name__)
+            raise UserError(f"does not compose: encoder {name} is a document encoder (one vector per text) and the "
+                            "task tags every token")
         if not isinstance(input, nn.Module):
             input = input(**_accepted(input, vocab_size=vocab_size, width=hidden_size))
         self.input = input
         self.encoder = encoder(width=input.width, num_labels=num_labels,
                                **_accepted(encoder, hidden_size=hidden_size, num_layers=num_layers,
-                                           intermediate_size=intermediate_size))
+                                           intermediate_size=intermediate_size, per_position=per_position or None))
         if hasattr(self.encoder, "label_logits"):
             self.label_penalty = self.encoder.label_penalty
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from langrepr.errors import UserError
-from langrepr.grid import composition_error
+from langrepr.grid import composition_error, tagging_task
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +137,11 @@ class GridTokenizer:
     def encode(self, texts: list[str]) -> dict[str, torch.Tensor]:
         return self.inner.encode(texts)
 
+    def encode_words(self, sentences: Sequence[Sequence[str]]) -> dict:
+        """Pre-split words -> ids plus each word's first position (a word tagger's alignment; see
+        `langrepr.data.tokenizers`)."""
+        return self.inner.encode_words(sentences)
+
     def cache_key(self) -> str:
         return f"grid-{self.inner.cache_key()}"
 
@@ -151,6 +156,9 @@ def grid_tokenizer(inner: Any, compose: dict, vectors: dict | None = None, vecto
     reason = composition_error(dict(compose))
     if reason:
         raise UserError(f"does not compose: {reason}")
+    if tagging_task(dict(compose)) and not hasattr(inner, "encode_words"):
+        raise UserError(f"does not compose: input {compose.get('input')}'s tokenizer ({type(inner).__name__}) cannot "
+                        f"align its positions to words, and task {compose.get('task')} tags every word")
     return GridTokenizer(inner, vectors, vectors_out, seed)
 
 

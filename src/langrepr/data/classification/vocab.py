@@ -89,6 +89,24 @@ class WordTokenizer:
         tensor = torch.from_numpy(ids)
         return {"input_ids": tensor, "attention_mask": (tensor != 0).long()}
 
+    def encode_words(self, sentences: Sequence[Sequence[str]]) -> dict:
+        """Pre-split words -> `encode`'s tensors, each word split by the rule (a word it splits into nothing is one
+        [UNK]), plus `first`: each word's first position (-1 where max_length cut it off)."""
+        if not self.vocab:
+            raise RuntimeError("WordTokenizer.prepare() must run before encode_words()")
+        ids = np.zeros((len(sentences), self.max_length), dtype=np.int64)
+        first = []
+        for row, words in enumerate(sentences):
+            seq, starts = [], []
+            for word in words:
+                starts.append(len(seq) if len(seq) < self.max_length else -1)
+                seq += [self.index.get(w, 1) for w in split_words(word, self.lowercase)] or [1]
+            seq = seq[: self.max_length]
+            ids[row, : len(seq)] = seq
+            first.append(starts)
+        tensor = torch.from_numpy(ids)
+        return {"input_ids": tensor, "attention_mask": (tensor != 0).long(), "first": first}
+
     def name_ids(self, names: Sequence[str]) -> list[list[int]]:
         """Word ids of each class name (letters/digits only; '&' or '/' are not words), for LEAM's label init."""
         return [[self.index.get(w, 1) for w in split_words(name, self.lowercase) if w[0].isalnum()] for name in names]
