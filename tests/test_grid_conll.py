@@ -85,7 +85,7 @@ def test_a_document_encoder_on_conll_is_one_line_before_any_data(capfd, tmp_path
 
 
 def test_grid_model_refuses_per_position_logits_from_a_document_encoder():
-    from langrepr.models.grid import GridModel, SWEMEncoder, TokenInput, TensorCoderEncoder
+    from langrepr.models.grid import GridModel, SWEMEncoder, TensorCoderEncoder, TokenInput
 
     with pytest.raises(UserError, match="does not compose: encoder SWEMEncoder is a document encoder"):
         GridModel(functools.partial(TokenInput, width=8), functools.partial(SWEMEncoder), num_labels=3,

@@ -103,8 +103,11 @@ def column_tasks(spec: dict) -> dict[str, str]:
 
 
 def column_task_entries(spec: dict, grid: dict) -> dict[str, dict]:
-    """{column name: its task entry ({datamodule, target, ...})}: the column's own `task:` when it has one (a
-    column added after the grid ran: `grid.tasks` is part of every cell's identity), else `grid.tasks[<task>]`."""
+    """{column name: its task entry ({datamodule, target, ...})}.
+
+    The column's own `task:` when it has one (a column added after the grid ran: `grid.tasks` is part of every
+    cell's identity), else `grid.tasks[<task>]`.
+    """
     return {c["name"]: c.get("task") or grid["tasks"][c["match"]["grid_task"]] for c in spec["columns"]}
 
 
@@ -199,15 +202,10 @@ def heat_map(table: dict, path: Path) -> Path | None:
 
 
 def to_markdown(table: dict, spec: dict) -> str:
-    from langrepr.tables import fmt_ours
+    from langrepr.tables import fmt_ours, header_lines
 
     formats = {c["name"]: c.get("fmt", "{:.2f}") for c in spec["columns"]}
-    seeds = ", ".join(map(str, table["seeds"])) or "none"
-    lines = [f"# {table['title']}", "", f"Profile: **{table['profile']}** · seeds: {seeds} · commit: `{table['commit']}`"]
-    if table.get("dirty_commits"):
-        lines.append(f"**Provenance warning:** some cells ran from uncommitted code ({', '.join(table['dirty_commits'])}).")
-    if table.get("data"):
-        lines.append(f"Data: {table['data']}")
+    lines = header_lines(table)
     lines += ["", f"Rows: input × encoder; columns: one task each, one metric. Each cell: mean ± std over seeds; "
               f"**bold** = the column's best row, marked only when it beats the runner-up beyond the seed noise "
               f"(Welch's t, two-sided 95%); \"(below floor)\" = the cell does not clear its column's floor by the "

@@ -393,14 +393,14 @@ def floor_lines(table: dict, formats: dict) -> list[str]:
     return lines
 
 
-def to_markdown(table: dict, spec: dict) -> str:
-    formats = {c["name"]: c.get("fmt", "{:.2f}") for c in spec["columns"]}
+def header_lines(table: dict) -> list[str]:
+    """Title, profile, seeds, commit, provenance warning, data line and what the cells cost: every table's head."""
     seeds = ", ".join(map(str, table["seeds"])) or "none"
     lines = [f"# {table['title']}", "",
              f"Profile: **{table['profile']}** · seeds: {seeds} · commit: `{table['commit']}`"]
     if table.get("dirty_commits"):
         lines.append(f"**Provenance warning:** some cells ran from uncommitted code ({', '.join(table['dirty_commits'])}).")
-    if table["data"]:
+    if table.get("data"):
         lines.append(f"Data: {table['data']}")
     wall = table.get("cell_wall")
     if wall and wall["runs"]:
@@ -408,6 +408,12 @@ def to_markdown(table: dict, spec: dict) -> str:
         lines.append(f"Cell wall time: {wall['seconds'] / 60:.1f} min over {wall['runs']} runs (the sum of the cells' "
                      f"own records, each one process at the load of its run; upstream stages the cells reuse, such as "
                      f"pretrained checkpoints or cached vectors, not counted{untimed})")
+    return lines
+
+
+def to_markdown(table: dict, spec: dict) -> str:
+    formats = {c["name"]: c.get("fmt", "{:.2f}") for c in spec["columns"]}
+    lines = header_lines(table)
     lines += ["", "Each cell: ours (± std over seeds) / paper / Δ = ours − paper. \"not run\" = no finished run.", ""]
     models = [r for r in table["rows"] if not r.get("reference")]
     references = [r for r in table["rows"] if r.get("reference")]

@@ -267,8 +267,11 @@ class SubwordTokenizer:
         return {"input_ids": ids, "attention_mask": mask}
 
     def encode_words(self, sentences: Sequence[Sequence[str]]) -> dict:
-        """Pre-split words -> `[CLS] pieces [SEP]` ids and mask (B, max_length), plus each word's first piece
-        position (-1: the word was truncated away or gave no piece), from the tokenizer's own word ids."""
+        """Pre-split words -> `[CLS] pieces [SEP]` ids and mask (B, max_length), plus each word's first piece.
+
+        The first piece position comes from the tokenizer's own word ids (-1: the word was truncated away or gave
+        no piece).
+        """
         if self._tok is None:
             raise RuntimeError("SubwordTokenizer.encode_words() needs prepare(texts, cache_dir) to run first")
         encs = self._tok.encode_batch([list(words) for words in sentences], is_pretokenized=True)

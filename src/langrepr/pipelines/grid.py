@@ -138,8 +138,10 @@ class GridTokenizer:
         return self.inner.encode(texts)
 
     def encode_words(self, sentences: Sequence[Sequence[str]]) -> dict:
-        """Pre-split words -> ids plus each word's first position (a word tagger's alignment; see
-        `langrepr.data.tokenizers`)."""
+        """Pre-split words -> ids plus each word's first position (a word tagger's alignment).
+
+        See `langrepr.data.tokenizers`.
+        """
         return self.inner.encode_words(sentences)
 
     def cache_key(self) -> str:

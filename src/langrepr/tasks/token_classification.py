@@ -117,8 +117,11 @@ class WordTaggingTask(FinetuneTask):
         self.val_outputs += self.predict_words(batch)
 
     def scored(self, outputs: list, gold: list, what: str, limit: float | int) -> tuple[list, list, list[int]]:
-        """(gold, predicted, sentence indices) of the predicted sentences: every one, unless the trainer reads only
-        some batches of the split (`limit_*_batches`: the sanity check, debug=smoke)."""
+        """(gold, predicted, sentence indices) of the predicted sentences.
+
+        Every sentence, unless the trainer reads only some batches of the split (`limit_*_batches`: the sanity
+        check, debug=smoke).
+        """
         if limit == 1.0 or (self._trainer is None):
             predicted = by_index(outputs, len(gold), what)
             return gold, predicted, list(range(len(gold)))

@@ -90,8 +90,11 @@ class WordTokenizer:
         return {"input_ids": tensor, "attention_mask": (tensor != 0).long()}
 
     def encode_words(self, sentences: Sequence[Sequence[str]]) -> dict:
-        """Pre-split words -> `encode`'s tensors, each word split by the rule (a word it splits into nothing is one
-        [UNK]), plus `first`: each word's first position (-1 where max_length cut it off)."""
+        """Pre-split words -> `encode`'s tensors, plus `first`: each word's first position.
+
+        Each word is split by the rule (a word it splits into nothing is one [UNK]); `first` is -1 where max_length
+        cut the word off.
+        """
         if not self.vocab:
             raise RuntimeError("WordTokenizer.prepare() must run before encode_words()")
         ids = np.zeros((len(sentences), self.max_length), dtype=np.int64)

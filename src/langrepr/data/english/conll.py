@@ -46,8 +46,11 @@ HUB_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
 
 
 def iob1_to_iob2(tags: list[str]) -> list[str]:
-    """IOB1 (CoNLL-2003 as distributed: B- only between two adjacent entities of one type) -> IOB2 (BIO: every
-    entity starts with B-): an I- tag that does not continue an entity of its own type starts one."""
+    """IOB1 (CoNLL-2003 as distributed) -> IOB2 (BIO: every entity starts with B-).
+
+    IOB1 writes B- only between two adjacent entities of one type: an I- tag that does not continue an entity of
+    its own type starts one.
+    """
     out: list[str] = []
     for tag in tags:
         if tag.startswith("I-") and (not out or out[-1] == "O" or out[-1][2:] != tag[2:]):

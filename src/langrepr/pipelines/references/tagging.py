@@ -49,8 +49,11 @@ def word_shape(word: str) -> str:
 
 
 def word_features(words: list[str], i: int, window: int = 1) -> dict[str, float]:
-    """Sparse features of word i: its identity, lower case, shape, 2-3 letter prefix / suffix, capitalisation,
-    and the lower case and shape of the words within `window` (sentence edges as <s> / </s>)."""
+    """Sparse features of word i, for the per-word logistic regression comparator.
+
+    Its identity, lower case, shape, 2-3 letter prefix / suffix, capitalisation, and the lower case and shape of
+    the words within `window` (sentence edges as <s> / </s>).
+    """
     w = words[i]
     feats = {f"w={w}": 1.0, f"lw={w.lower()}": 1.0, f"shape={word_shape(w)}": 1.0, f"p2={w[:2]}": 1.0,
              f"p3={w[:3]}": 1.0, f"s2={w[-2:]}": 1.0, f"s3={w[-3:]}": 1.0, "bias": 1.0}
