@@ -122,6 +122,7 @@ def test_ewe_table3_dry_cell_without_the_export_reads_the_full_schema_stand_in(t
     assert record["data"]["rows"]["2015A"] == 50          # test_subsample asks 14,500: the stand-in has 50
 
 
+@pytest.mark.slow   # ~20 s; an EWE Table 3 dry cell at full size also runs in the full-schema stand-in test above
 def test_ewe_table3_dry_cell_on_the_synthetic_stand_in_at_full_size(tmp_path):
     """The wiring of a full EWE cell (ALBERT_EWE, the smallest) on the generated synthetic patents (no data needed)."""
     (record,) = dry_cell(tmp_path, "experiment=ewe_table3", "dataset=synthetic", "model=albert_ewe")

@@ -137,6 +137,8 @@ def test_renderer_marks_best_floor_and_does_not_compose(tmp_path):
 
 
 # ---------------------------------------------------------------- `make grid` at smoke size
+@pytest.mark.slow   # ~2 min of CLI start-up (8 Hydra sweeps); grid cells, tiny NER cells and the renderer run in-process in
+# test_grid.py / test_grid_conll.py (make test-all runs this one)
 def test_make_grid_runs_its_sweeps_and_renders_at_smoke_size(tmp_path):
     """`make grid PROFILE=quick` itself, narrowed to two inputs x two encoders, one seed, every cell at debug=smoke."""
     if shutil.which("make") is None:

@@ -77,6 +77,7 @@ TINY_COUNT_CELLS = ("experiment=ewe_table1", "model=bert_ewe,bert_orig", "model.
                     "model.net.hidden_size=48", "model.net.intermediate_size=48", "model.net.num_heads=16")
 
 
+@pytest.mark.slow  # ~40 s: spawned submitit workers re-import torch and Lightning (make test-all runs it)
 def test_submitit_local_runs_each_cell_as_an_independent_resumable_job(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="pip install -e '.[cluster]'")
     from conftest import run_cli

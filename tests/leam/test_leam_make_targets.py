@@ -77,6 +77,7 @@ def test_leam_table3_target_runs_and_renders_at_smoke_size(tmp_path):
     assert ran == {"window 1 (r = 0)"}   # window 3 ran too but is not a row of the table
 
 
+@pytest.mark.slow   # ~14 s of CLI start-up; the same make-target path as Table 2
 def test_leam_table4_target_runs_and_renders_at_smoke_size(tmp_path):
     out = tmp_path / "outputs"
     run = run_cli("langrepr.train", "-m", "experiment=leam_table4", "profile=quick", *_sweep("leam_table4"),

@@ -29,6 +29,7 @@ def _crawl(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow   # ~16 s of CLI start-up; the LEAM make-target path is covered by the Table 2 target test
 def test_leam_nsmc_target_runs_and_renders_at_smoke_size(tmp_path):
     out, data = tmp_path / "outputs", _crawl(tmp_path / "data")
     run = run_cli("langrepr.train", "-m", "experiment=leam_nsmc", "profile=quick",
