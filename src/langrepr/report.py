@@ -37,7 +37,7 @@ import yaml
 
 from langrepr.confpaths import group_options
 from langrepr.errors import WRITE_ERRNOS, UserError
-from langrepr.tables import run_seconds
+from langrepr.tables import cell_wall
 from langrepr.utils import PROJECT_ROOT, git_commit, open_mode, write_text_atomic
 
 log = logging.getLogger("langrepr.report")
@@ -432,7 +432,9 @@ def status_lines(outputs: Path) -> list[str]:
                      f"{s['run']}/{s['total']} | {s['seeds']} | {s['claims']} | {minutes} | `{t.get('commit')}` |")
     for profile in sorted({t.get("profile") for t in shown}):
         tables = [t for t in shown if t.get("profile") == profile]
-        seconds, timed, untimed = recorded_cell_time(tables)
+        wall = cell_wall([row for t in tables for row in t["rows"]])   # a run shared by tables counted once
+        seconds, untimed = wall["seconds"], wall["untimed_runs"]
+        timed = wall["runs"] - untimed
         older = f"{untimed} runs were rendered before cell times were kept (\"—\")" if untimed else ""
         if not timed:
             lines += ["", f"Cell time ({profile}): not recorded yet; {older}"]
@@ -441,13 +443,6 @@ def status_lines(outputs: Path) -> list[str]:
                   f"{len(tables)} tables, each run counted once (one process per cell, at the load of its run; "
                   f"upstream stages the cells reuse, renders and set-up not counted)" + (f"; {older}" if older else "")]
     return lines
-
-
-def recorded_cell_time(tables: list[dict]) -> tuple[float, int, int]:
-    """Seconds, timed runs and untimed runs behind these tables, each run once however many tables read it."""
-    seconds = run_seconds([row for t in tables for row in t["rows"]])
-    timed = [s for s in seconds.values() if s is not None]
-    return sum(timed), len(timed), len(seconds) - len(timed)
 
 
 def paper_claim_lines(outputs: Path, paper: str) -> list[str]:
