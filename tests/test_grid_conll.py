@@ -129,3 +129,11 @@ def test_the_quick_recipe_of_the_ner_column_leaves_the_other_columns_alone(compo
     assert (news.trainer.max_steps, news.trainer.max_epochs, news.dataset.datamodule.max_train_samples) == (200, 5, 2000)
     assert "grid_task_quick" not in news and "conll2003" not in news.grid.tasks    # their identity is unchanged
     assert np.isfinite(ner.optimizer.lr)
+
+
+def test_the_local_reader_without_a_data_folder_says_where_the_hub_copy_is_read():
+    from langrepr.data.english.conll import HUB_ID, conll2003_splits
+
+    with pytest.raises(UserError, match="LANGREPR_DATA_DIR") as err:
+        conll2003_splits(None)
+    assert HUB_ID in str(err.value) and "IOB1" in str(err.value) and "\n" not in str(err.value)

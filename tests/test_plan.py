@@ -153,3 +153,11 @@ def test_plan_of_a_small_table_renders_every_cell(tmp_path):
         assert name in text
     assert "35%" in text and "RTX 4090" in text and "CC BY-NC-ND 4.0" in text
     assert "All papers" in plan.render_all([result])
+
+
+def test_a_datamodule_training_cap_is_what_the_plan_counts():
+    cell = ["experiment=grid", "grid_task=conll2003", "encoder=bert", "input=words", "seed=1"]
+    (full,) = plan.stages(plan.compose_cell([*cell, "profile=full"])[0])
+    (quick,) = plan.stages(plan.compose_cell([*cell, "profile=quick"])[0])
+    assert full.examples.startswith("14,041 sentences")
+    assert quick.examples == "8,000 sentences (max_train_samples)"

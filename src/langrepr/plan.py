@@ -484,6 +484,10 @@ def train_stage(cfg: Any) -> Stage:
     train = size.get("train")
     if train and size.get("val_fraction"):
         train = int(train * (1 - size["val_fraction"]))
+    cap = dm.get("max_train_samples")
+    capped = bool(train and isinstance(cap, int) and cap < train)
+    if capped:              # the datamodule keeps only its first `max_train_samples` (e.g. the grid's quick NER)
+        train = cap
     units_per_example = 1
     if cls == "HFSequenceClassifier":
         tok = cfg.model.tokenizer
@@ -527,8 +531,8 @@ def train_stage(cfg: Any) -> Stage:
     forwards, eval_note = _eval_forwards(cfg, size, steps, epochs, units_per_example)
     unit = size.get("unit", "?")
     if train:
-        examples = f"{train:,} {unit}" + (f" = {train_examples:,} blocks of {units_per_example}"
-                                          if units_per_example > 1 else "")
+        examples = (f"{train:,} {unit}" + (" (max_train_samples)" if capped else "")
+                    + (f" = {train_examples:,} blocks of {units_per_example}" if units_per_example > 1 else ""))
     elif steps:
         examples = f"{steps * batch:,} {unit} seen (steps x batch; set size unknown)"
     else:

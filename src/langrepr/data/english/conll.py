@@ -35,8 +35,9 @@ def read_conll(path: str | Path, tag_column: int = -1) -> list[tuple[list[str], 
 def conll2003_splits(data_dir: str | Path) -> dict[str, list[tuple[list[str], list[str]]]]:
     """train/dev/test sentences of CoNLL-2003 NER from ``<data_dir>/conll2003``."""
     if data_dir is None:
-        raise UserError("CoNLL-2003 is not on the HF hub in its original form here: set LANGREPR_DATA_DIR to a "
-                        "folder holding conll2003/eng.{train,testa,testb}")
+        raise UserError("this reader needs the CoNLL-2003 files as distributed (IOB1 tags; the hub copy "
+                        f"{HUB_ID} is re-tagged IOB2 and is read by the grid's datamodule only): set "
+                        "LANGREPR_DATA_DIR to a folder holding conll2003/eng.{train,testa,testb}")
     root = Path(data_dir) / "conll2003"
     return {split: read_conll(root / name) for split, name in CONLL_FILES.items()}
 
