@@ -52,6 +52,7 @@ bench: $(STAMP) ## benchmarks: ratios (median and spread over interleaved rounds
 	$(PY) scripts/bench_multihot.py
 	$(PY) scripts/bench_bit_cipher.py
 	$(PY) scripts/bench_compile.py
+	$(PY) scripts/bench_bf16.py
 
 tables: $(STAMP) ## render every table from the runs already in outputs/ (no training)
 	$(RENDER) all --profile $(PROFILE)

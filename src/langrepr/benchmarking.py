@@ -7,12 +7,15 @@ process, the thread count set deliberately and the machine load recorded.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
@@ -22,6 +25,7 @@ from hydra.utils import instantiate
 
 import langrepr.train  # noqa: F401  (registers the config resolvers)
 from langrepr.confpaths import CONF_DIR
+from langrepr.utils import PROJECT_ROOT, write_json_atomic
 
 
 def build_net(model: str, overrides: list[str], num_labels: int = 1328) -> tuple[torch.nn.Module, dict]:
@@ -193,3 +197,71 @@ def lightning_fit(cfg: Any, dm: Any, task: Any, steps: int, warmup: int, workdir
     return {"steps_per_s": steps_per_s(clock.starts, clock.last_end, warmup), "startup_s": clock.starts[0] - begin,
             "warmup_s": clock.starts[warmup] - clock.starts[0],   # first steps: where one-time compilation lands
             "wait_s": float(sum(waits)), "run_s": float(sum(runs))}
+
+
+# ---------------------------------------------------------------- one quick cell per paper, in two variants
+
+# one quick training cell per paper, and the data folder each needs under LANGREPR_DATA_DIR (None: generated)
+QUICK_CELLS = {
+    "ewe": (["experiment=ewe_table3", "profile=quick", "dataset=synthetic", "model=bert_ewe"], None),
+    "tensorcoder": (["experiment=tensorcoder_table3", "profile=quick", "dataset=multi30k",
+                     "model=tensorcoder_1conv_nmt"], "multi30k"),
+    "leam": (["experiment=leam_table2", "profile=quick", "dataset=ag_news", "model=leam"], "agnews"),
+    "multihot": (["experiment=grid", "profile=quick", "grid_task=nsmc_text", "input=multihot", "encoder=bert"], "nsmc"),
+    "bitcipher": (["experiment=bitcipher_figure4", "profile=quick", "dataset=ptb_causal", "lm_init=cold"], "ptb"),
+}
+
+
+def missing_data(paper: str) -> str | None:
+    """Why a paper's quick cell cannot run here (its data folder is absent), or None."""
+    needs = QUICK_CELLS[paper][1]
+    data_dir = os.environ.get("LANGREPR_DATA_DIR")
+    if needs and not (data_dir and Path(data_dir, needs).exists()):
+        return f"needs {needs}/ under LANGREPR_DATA_DIR"
+    return None
+
+
+def compare_cell_variants(overrides: list[str], variants: dict[str, tuple[list[str], Callable | None]],
+                          steps: int, warmup: int, rounds: int) -> dict[str, list[dict]]:
+    """Fit one cell in each variant (its extra overrides, then a change to the built net) in interleaved rounds.
+
+    Every variant is built from seed 1, so the variants differ only in what they name; each round's result has
+    steady-state steps/s, start-up and warm-up times, and the training loss after its steps (a speed-up that
+    changes the numbers shows there).
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        built = {}
+        for name, (extra, change_net) in variants.items():
+            cfg = compose_cell([*overrides, *extra, f"paths.cache_dir={tmp}/cache", f"paths.output_dir={tmp}/run"])
+            pl.seed_everything(1, verbose=False)
+            dm, net, task = build_cell(cfg)
+            if change_net is not None:
+                change_net(net)
+            built[name] = (cfg, dm, task)
+
+        def fit(name: str) -> dict:
+            cfg, dm, task = built[name]
+            result = lightning_fit(cfg, dm, task, steps, warmup, Path(tmp) / name)
+            loss = task.trainer.callback_metrics.get("train/loss") if task.trainer is not None else None
+            return {**result, "loss": None if loss is None else float(loss)}
+
+        return interleaved_rounds({name: (lambda n=name: fit(n)) for name in built}, rounds)
+
+
+def variant_ratio(runs: dict[str, list[dict]], faster: str, baseline: str) -> dict:
+    """Per-round steps/s of `faster` over `baseline`, as a spread, and the details every such ratio reports."""
+    ratio = spread([a["steps_per_s"] / b["steps_per_s"] for a, b in zip(runs[faster], runs[baseline])])
+    return {"ratio_spread": ratio,
+            "steps_per_s": {k: spread([r["steps_per_s"] for r in v]) for k, v in runs.items()},
+            "first_startup_s": {k: v[0]["startup_s"] for k, v in runs.items()},
+            "first_warmup_s": {k: v[0]["warmup_s"] for k, v in runs.items()},   # one-time compilation lands here
+            "train_loss_per_round": {k: [r["loss"] for r in v] for k, v in runs.items()},
+            "threads": torch.get_num_threads(), "load": machine_load(), "torch": torch.__version__}
+
+
+def write_results(out: Path, results: list[dict]) -> None:
+    """Merge into `out`: a run of some papers keeps the others' earlier measurements."""
+    names = {r["name"] for r in results}
+    kept = [r for r in (json.loads(out.read_text()) if out.exists() else []) if r["name"] not in names]
+    write_json_atomic(out, kept + results)
+    print(f"wrote {out.relative_to(PROJECT_ROOT) if out.is_relative_to(PROJECT_ROOT) else out}")
