@@ -178,3 +178,21 @@ def test_a_clone_keeps_the_committed_learning_curves(tmp_path):
     text = md.read_text()
     assert "![learning curves of toy](img/curves_toy_quick.png)" in text and "as committed" in text
     assert (img / "curves_toy_quick.png").read_bytes() == b"\x89PNG kept"
+
+
+def test_status_total_counts_each_run_once_in_minutes_under_six_and_one_table_singular(outputs):
+    from langrepr.report import status_lines
+
+    path = outputs / "tables" / "toy.quick.json"
+    table = json.loads(path.read_text())
+    cell = table["rows"][0]["cells"]["F1"]
+    cell["wall_s"] = [30.0, 60.0]
+    table["rows"].append({"key": "A again", "cells": {"F1": dict(cell)}})    # the same two runs read twice
+    path.write_text(json.dumps(table))
+    (total,) = [line for line in status_lines(outputs) if line.startswith("Cell time (quick)")]
+    assert total.startswith("Cell time (quick): 1.5 min over the 2 recorded runs behind 1 table, ")
+    cell["wall_s"] = [3600.0, 1800.0]
+    table["rows"] = table["rows"][:1]
+    path.write_text(json.dumps(table))
+    (total,) = [line for line in status_lines(outputs) if line.startswith("Cell time (quick)")]
+    assert total.startswith("Cell time (quick): 1.5 h over the 2 recorded runs behind 1 table, ")

@@ -439,8 +439,10 @@ def status_lines(outputs: Path) -> list[str]:
         if not timed:
             lines += ["", f"Cell time ({profile}): not recorded yet; {older}"]
             continue
-        lines += ["", f"Cell time ({profile}): {seconds / 3600:.1f} h over the {timed} recorded runs behind "
-                  f"{len(tables)} tables, each run counted once (one process per cell, at the load of its run; "
+        total = f"{seconds / 3600:.1f} h" if seconds >= 360 else f"{seconds / 60:.1f} min"
+        behind = f"{len(tables)} table" + ("s" if len(tables) != 1 else "")
+        lines += ["", f"Cell time ({profile}): {total} over the {timed} recorded runs behind "
+                  f"{behind}, each run counted once (one process per cell, at the load of its run; "
                   f"upstream stages the cells reuse, renders and set-up not counted)" + (f"; {older}" if older else "")]
     return lines
 
