@@ -11,8 +11,6 @@ Writes outputs/bench/compile.json as [{"name", "ratio", "target", "details"}].
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 
 from langrepr import benchmarking as bench
@@ -32,14 +30,7 @@ def measure(paper: str, steps: int, warmup: int, rounds: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--papers", nargs="*", default=list(bench.QUICK_CELLS), choices=list(bench.QUICK_CELLS))
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=20, help="timed steps per round and side")
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (set, not inherited)")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = bench.quick_cell_args(__doc__.splitlines()[0])
     results = []
     for paper in args.papers:
         if reason := bench.missing_data(paper):

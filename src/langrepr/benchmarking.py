@@ -6,6 +6,7 @@ process, the thread count set deliberately and the machine load recorded.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -265,3 +266,16 @@ def write_results(out: Path, results: list[dict]) -> None:
     kept = [r for r in (json.loads(out.read_text()) if out.exists() else []) if r["name"] not in names]
     write_json_atomic(out, kept + results)
     print(f"wrote {out.relative_to(PROJECT_ROOT) if out.is_relative_to(PROJECT_ROOT) else out}")
+
+
+def quick_cell_args(description: str) -> Any:
+    """The arguments every quick-cell variant benchmark takes (papers, rounds, steps, warm-up, threads), applied."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--papers", nargs="*", default=list(QUICK_CELLS), choices=list(QUICK_CELLS))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per round and side")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (set, not inherited)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    return args
