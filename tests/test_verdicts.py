@@ -216,3 +216,23 @@ def test_rejudge_keeps_a_row_measured_by_the_tables_own_runs_over_another_tables
     result = rejudge("ewe_table5", "quick", tmp_path)
     row = next(r for r in result["rows"] if "CANINE_ORIG" in r["key"])
     assert row["cells"]["2015A F1"]["ours"] == 61.2
+
+
+def test_a_row_can_be_judged_against_its_own_floor_row():
+    # a 50-d row against random 50-d vectors, not the column's random 200-d: 80 clears 70 + 1 by hand, not 82 + 1
+    spec = {"name": "toy_probe", "title": "Toy probe",
+            "columns": [{"name": "Acc", "metric": "test/bleu", "fmt": "{:.1f}", "floor": "R200", "margin": 1.0}],
+            "rows": [{"key": "S50", "match": {"model": "s50"}, "floors": {"R200": "R50"}},
+                     {"key": "S200", "match": {"model": "s200"}},
+                     {"key": "R200", "match": {"model": "r200"}, "reference": True},
+                     {"key": "R50", "match": {"model": "r50"}, "reference": True}]}
+    runs = [run(m, s, v + d) for m, v in (("s50", 80), ("s200", 84), ("r200", 82), ("r50", 70))
+            for s, d in ((1, -0.1), (2, 0.0), (3, 0.1))]
+    table = build(spec, runs, "quick")
+    cells = {r["key"]: r["cells"]["Acc"] for r in table["rows"]}
+    assert cells["S50"]["floor"]["reference"] == "R50" and cells["S50"]["floor"]["clears"] is True
+    assert cells["S50"]["floor"]["gap"] == pytest.approx(10.0)
+    assert cells["S200"]["floor"]["reference"] == "R200" and cells["S200"]["floor"]["gap"] == pytest.approx(2.0)
+    assert cells["R200"]["role"] == "floor" and cells["R50"]["role"] == "floor"
+    with pytest.raises(UserError, match="floors maps 'R200' to 'S200'"):
+        TableSpec.parse({**spec, "rows": [{**spec["rows"][0], "floors": {"R200": "S200"}}, *spec["rows"][1:]]})

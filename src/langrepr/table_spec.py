@@ -87,6 +87,9 @@ class RowSpec:
     """Per column: a fixed value (a definition, e.g. a ratio base of 1.0), never a measurement."""
     ratio_base: str = ""
     """Row that `ratio_of` columns divide by (default this row)."""
+    floors: dict = field(default_factory=dict)
+    """`{column floor row: reference row}`: this model row is judged against another reference row wherever a
+    column's floor is the first (a 50-d vector row against random 50-d vectors, not the columns' random 200-d)."""
 
 
 @dataclass
@@ -171,6 +174,10 @@ class TableSpec:
         for row in self.rows:
             if row.role and row.role not in ROLES:
                 raise UserError(f"table `{self.name}` row {row.key!r}: role must be one of {', '.join(ROLES)}")
+            for old, new in row.floors.items():
+                if any(key not in rows or not rows[key].reference for key in (old, new)):
+                    raise UserError(f"table `{self.name}` row {row.key!r}: floors maps {old!r} to {new!r}; both must "
+                                    f"be reference rows ({', '.join(k for k, r in rows.items() if r.reference)})")
         for claim in self.claims:
             if claim.op not in OPS:
                 raise UserError(f"table `{self.name}` claim {claim.text!r}: op {claim.op!r} is not one of {', '.join(OPS)}")
@@ -189,11 +196,15 @@ class TableSpec:
         """A reference row's role in a column: floor, ceiling or comparator; None for a model row."""
         if not row.reference:
             return None
-        if column.floor == row.key:
+        if column.floor == row.key or any(self.floor_of(r, column) == row.key for r in self.rows if not r.reference):
             return "floor"
         if column.ceiling == row.key:
             return "ceiling"
         return row.role or "comparator"
+
+    def floor_of(self, row: RowSpec, column: ColumnSpec) -> str:
+        """The reference row a model row is judged against in a column: the column's floor, or the row's own."""
+        return row.floors.get(column.floor, column.floor) if column.floor else ""
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)

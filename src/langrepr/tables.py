@@ -289,10 +289,10 @@ def apply_floors(spec: dict, rows: list[dict]) -> None:
             if row["reference"]:
                 cell["role"] = typed.role(row_specs[row["key"]], column)
                 cell.pop("floor", None)
-            elif column.floor and column.floor in by_key:
-                status = verdicts.floor_status(cell, by_key[column.floor]["cells"][column.name], column.margin,
+            elif (floor := typed.floor_of(row_specs[row["key"]], column)) and floor in by_key:
+                status = verdicts.floor_status(cell, by_key[floor]["cells"][column.name], column.margin,
                                                column.better)
-                cell["floor"] = {"reference": column.floor, **status}
+                cell["floor"] = {"reference": floor, **status}
             else:
                 cell.pop("floor", None)
 
