@@ -110,6 +110,8 @@ CONFIG = [
     Case("bogus-net-kwarg", ["+model.net.bogus=1"], ["model.net.bogus", "remove it"]),
     Case("bogus-trainer-kwarg", ["+trainer.max_epoch=3"], ["trainer.max_epoch", "did you mean trainer.max_epochs"]),
     Case("plus-existing", ["+seed=3"], ["'seed' already exists", "without the leading '+'"]),
+    Case("through-interpolation", ["experiment=multihot_pretrain", "dataset.datamodule.max_len=64"],
+         ["'dataset.datamodule' is an interpolation (${mlm_cell.datamodule})", "set 'mlm_cell.datamodule.max_len' instead"]),
     Case("seed-text", ["seed=abc"], ["seed='abc'", "whole number"]),
     Case("seed-negative", ["seed=-1"], ["seed=-1", ">= 0"]),
     Case("epochs-text", ["trainer.max_epochs=abc"], ["trainer.max_epochs='abc'", "whole number"]),

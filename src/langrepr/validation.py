@@ -533,6 +533,23 @@ def _compose(overrides: list[str]) -> DictConfig:
         GlobalHydra.instance().clear()
 
 
+def _through_interpolation(cfg: DictConfig, key: str) -> tuple[str, str, str | None] | None:
+    """(prefix, its `${...}`, the key to set instead) when `key` lies under a node that is an interpolation."""
+    import re
+
+    parts, node = key.split("."), cfg
+    for i, part in enumerate(parts[:-1]):
+        if not isinstance(node, DictConfig) or part not in node:
+            return None
+        if OmegaConf.is_interpolation(node, part):
+            raw = str(node._get_node(part)._value())
+            target = re.fullmatch(r"\$\{([\w.]+)\}", raw)
+            return (".".join(parts[:i + 1]), raw,
+                    ".".join([target.group(1), *parts[i + 1:]]) if target else None)
+        node = node._get_node(part)
+    return None
+
+
 def _composition_error(err: Exception, probe: list[str] | None = None) -> UserError:
     import re
 
@@ -545,6 +562,11 @@ def _composition_error(err: Exception, probe: list[str] | None = None) -> UserEr
             cfg = _compose(others)
         except Exception:  # noqa: BLE001  (another override fails too: hint from the defaults)
             cfg = _compose([])
+        through = _through_interpolation(cfg, key)
+        if through:
+            prefix, raw, instead = through
+            return UserError(f"'{key}' cannot be set: '{prefix}' is an interpolation ({raw}), and Hydra does not override "
+                             f"through one; " + (f"set '{instead}' instead" if instead else f"set the key it reads"))
         parent_path, _, leaf = key.rpartition(".")
         found = target_arguments(_get(cfg, parent_path), parent_path) if parent_path else None
         options = _flat_keys(cfg) + [f"{parent_path}.{n}" for n in sorted(found[1]) if found] if found else _flat_keys(cfg)
