@@ -566,7 +566,7 @@ def _composition_error(err: Exception, probe: list[str] | None = None) -> UserEr
         if through:
             prefix, raw, instead = through
             return UserError(f"'{key}' cannot be set: '{prefix}' is an interpolation ({raw}), and Hydra does not override "
-                             f"through one; " + (f"set '{instead}' instead" if instead else f"set the key it reads"))
+                             f"through one; " + (f"set '{instead}' instead" if instead else "set the key it reads"))
         parent_path, _, leaf = key.rpartition(".")
         found = target_arguments(_get(cfg, parent_path), parent_path) if parent_path else None
         options = _flat_keys(cfg) + [f"{parent_path}.{n}" for n in sorted(found[1]) if found] if found else _flat_keys(cfg)
