@@ -48,6 +48,13 @@ def hub_settings(where: str, compose_cfg) -> dict:
         hub_id, columns = mod.HF_IDS[name]
         return {"name": hub_id, "config": None, "revision": None, "data_dir": None,
                 "fields": [*columns, mod.LABEL_COLUMNS.get(name, "label")], "splits": ["train", "test"], "langs": []}
+    if module.endswith("conll"):                           # CoNLL-2003 NER: its reader's defaults
+        import inspect
+
+        defaults = inspect.signature(mod.conll2003_hub).parameters
+        return {"name": mod.HUB_ID, "config": None, "revision": defaults["revision"].default,
+                "data_dir": defaults["data_dir"].default, "fields": ["tokens", "ner_tags"],
+                "splits": list(mod.HUB_SPLITS.values()), "langs": []}
     if module.endswith("nsmc"):
         return {"name": mod.HUB_ID, "config": None, "revision": None, "data_dir": None,
                 "fields": ["id", "document", "label"], "splits": ["train", "test"], "langs": []}

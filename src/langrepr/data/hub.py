@@ -22,7 +22,8 @@ from typing import Any
 
 PARQUET_BRANCH = "refs/convert/parquet"
 # script-only repositories -> whether their parquet branch holds one folder per config (read: data_dir = config)
-SCRIPT_ONLY = {"e9t/nsmc": False, "ptb-text-only/ptb_text_only": True, "IWSLT/iwslt2017": True}
+SCRIPT_ONLY = {"e9t/nsmc": False, "ptb-text-only/ptb_text_only": True, "IWSLT/iwslt2017": True,
+               "eriktks/conll2003": True}
 
 
 def resolve(hub_id: str, config: str | None = None, revision: str | None = None, data_dir: str | None = None
