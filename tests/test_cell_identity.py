@@ -9,6 +9,7 @@ it read, does not. Records written under the previous fingerprint scheme are sti
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,25 @@ def test_multihot_token_list_cell_refuses_a_changed_corpus_and_rebuilds_its_list
     assert len(sorted((tmp_path / "cache" / "korean_token_lists").iterdir())) == len(lists) + 1   # new lists
     analyses = list((tmp_path / "cache" / "korean_morphemes").glob("korean_quick.*"))
     assert len(analyses) == 2                                                                  # new analysis
+
+
+# ---------------------------------------------------------------- a moved checkout keeps its finished cells
+
+def test_the_same_data_at_another_path_keeps_the_finished_cell_and_changed_bytes_do_not(tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from langrepr.confpaths import CONF_DIR
+
+    def make(cache: Path):        # the synthetic patents are generated under paths.cache_dir
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return compose("train", overrides=["dataset=synthetic", "model=bert_ewe", "debug=smoke",
+                                               f"paths.output_root={tmp_path / 'outputs'}",
+                                               f"paths.output_dir={tmp_path / 'run'}", f"paths.cache_dir={cache}"])
+    first = train(make(tmp_path / "a"), tmp_path / "cell")
+    shutil.move(tmp_path / "a", tmp_path / "b")          # the digest names each file by its path
+    again = train(make(tmp_path / "b"), tmp_path / "cell")
+    assert again["wall_time_s"] == first["wall_time_s"]    # same contents: reused, not rerun
+    shard = sorted((tmp_path / "b" / "synthetic_patents").glob("train-*.parquet"))[-1]
+    shard.write_bytes(shard.read_bytes() + b"\0")
+    with pytest.raises(UserError, match="changed since it finished"):
+        train(make(tmp_path / "b"), tmp_path / "cell")

@@ -31,7 +31,7 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 import langrepr
 from langrepr.callbacks import read_checkpoint_meta
 from langrepr.confpaths import CONF_DIR
-from langrepr.data.integrity import changed_files, source_digest
+from langrepr.data.integrity import changed_files, source_contents, source_digest
 from langrepr.errors import UserError
 from langrepr.metric_versions import stale_metrics
 
@@ -195,6 +195,11 @@ def data_digest(cfg: DictConfig) -> str | None:
     return source_digest(data_nodes(cfg))
 
 
+def data_contents(cfg: DictConfig) -> list[str]:
+    """sha256 of the files the config lists, sorted (the same data at another path has the same ones)."""
+    return source_contents(data_nodes(cfg))
+
+
 def data_roots(cfg: DictConfig, output_dir: Path) -> tuple[list[Path], list[Path]]:
     """(roots, excluded): where this cell's data lives, for recording which files it reads.
 
@@ -251,19 +256,29 @@ def read_record(output_dir: Path) -> dict[str, Any] | None:
 
 
 def reusable(record: dict | None, output_dir: Path, fingerprint: str, legacy: set[str] | str,
-             digest: str | None) -> bool:
-    """True when the finished cell on disk is this cell's result; UserError when it belongs to other inputs."""
+             digest: str | None, contents: Callable[[], Sequence[str]] | None = None) -> bool:
+    """True when the finished cell on disk is this cell's result; UserError when it belongs to other inputs.
+
+    `contents` gives the sha256 of the data files the cell reads now: when the digest differs only because the
+    files are at another path (a moved checkout), the recorded `data_files` hold the same contents and the cell
+    is still this cell's result.
+    """
     if record is None or record.get("status") != "finished":
         return False
     accepted = {fingerprint, *([legacy] if isinstance(legacy, str) else legacy)}
     if record.get("fingerprint") not in accepted:
         raise UserError(f"{output_dir} holds a finished run of a different config; pass force=true to rerun it "
                         "(the old run is moved to .replaced/) or choose another run_id")
-    recorded = record.get("data_digest")
+    recorded, files = record.get("data_digest"), record.get("data_files") or {}
+    moved: Sequence[str] = ()
     if recorded and digest and recorded != digest:
-        raise UserError(f"the data of {output_dir} changed since it finished (digest {recorded} -> {digest}): pass "
-                        "force=true to rerun it on the new data (the old run is moved to .replaced/)")
-    changed, missing = changed_files(record.get("data_files") or {})
+        moved = contents() if contents else ()
+        if not moved or not set(moved) <= set(files.values()):
+            raise UserError(f"the data of {output_dir} changed since it finished (digest {recorded} -> {digest}): pass "
+                            "force=true to rerun it on the new data (the old run is moved to .replaced/)")
+        log.info("%s read the same data at another path (%d files, same contents): reused", output_dir, len(moved))
+    changed, missing = changed_files(files)
+    missing = [p for p in missing if files[p] not in moved]     # moved, not gone
     if changed:
         more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
         raise UserError(f"the data of {output_dir} changed since it finished ({changed[0]}{more}): pass force=true "

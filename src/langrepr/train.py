@@ -137,7 +137,7 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
     output_dir.mkdir(parents=True, exist_ok=True)
     with cell.lock(output_dir) if is_writer() else contextlib.nullcontext():
         previous = None if force else cell.read_record(output_dir)
-        if cell.reusable(previous, output_dir, fingerprint, legacy, digest):
+        if cell.reusable(previous, output_dir, fingerprint, legacy, digest, lambda: cell.data_contents(cfg)):
             log.info("Skipping %s: this cell already finished (pass force=true to rerun).", output_dir)
             return cell.migrate(previous, output_dir, fingerprint) if is_writer() else previous
         resume, meta = (None, {}) if force else cell.resume_point(cfg.get("ckpt_path"), output_dir, fingerprint)

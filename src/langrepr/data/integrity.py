@@ -256,6 +256,21 @@ def source_digest(nodes: Iterable[dict[str, Any]]) -> str | None:
     return combined_digest(named) if named else None
 
 
+def source_contents(nodes: Iterable[dict[str, Any]]) -> list[str]:
+    """sha256 of every local file the nodes read, sorted; empty when a source is remote or absent.
+
+    The digest names each file by its path, so a checkout moved to another folder (or a cluster that mounts the
+    data elsewhere) changes it; these contents are what a finished cell's `data_files` can be checked against.
+    """
+    shas: list[str] = []
+    for node in nodes:
+        files = _listed_files(node)
+        if not files or not all(f.is_file() for f in files):
+            return []
+        shas += file_digests(files).values()
+    return sorted(shas)
+
+
 # ---------------------------------------------------------------- corpus sanity
 
 def check_corpus(name: str, train_tokens: int, eval_tokens: int, covered_eval_tokens: int) -> None:
