@@ -260,8 +260,8 @@ def reusable(record: dict | None, output_dir: Path, fingerprint: str, legacy: se
     """True when the finished cell on disk is this cell's result; UserError when it belongs to other inputs.
 
     `contents` gives the sha256 of the data files the cell reads now: when the digest differs only because the
-    files are at another path (a moved checkout), the recorded `data_files` hold the same contents and the cell
-    is still this cell's result.
+    files are at another path (a moved checkout), every file the record says it read is here with the same bytes
+    and the cell is still this cell's result.
     """
     if record is None or record.get("status") != "finished":
         return False
@@ -273,7 +273,7 @@ def reusable(record: dict | None, output_dir: Path, fingerprint: str, legacy: se
     moved: Sequence[str] = ()
     if recorded and digest and recorded != digest:
         moved = contents() if contents else ()
-        if not moved or not set(moved) <= set(files.values()):
+        if not files or not set(files.values()) <= set(moved):       # every file it read is here, same bytes
             raise UserError(f"the data of {output_dir} changed since it finished (digest {recorded} -> {digest}): pass "
                             "force=true to rerun it on the new data (the old run is moved to .replaced/)")
         log.info("%s read the same data at another path (%d files, same contents): reused", output_dir, len(moved))
