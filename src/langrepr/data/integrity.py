@@ -240,19 +240,24 @@ def _listed_files(node: dict[str, Any]) -> list[Path] | None:
     return []
 
 
+def _source_files(nodes: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """{absolute path: sha256} of the local files the nodes read; empty when any source is remote or absent."""
+    named: dict[str, str] = {}
+    for node in nodes:
+        files = _listed_files(node)
+        if not files or not all(f.is_file() for f in files):
+            return {}
+        named.update(file_digests(files))
+    return named
+
+
 def source_digest(nodes: Iterable[dict[str, Any]]) -> str | None:
     """Digest of the local files the given config nodes read; None when any source is remote or absent.
 
     None means "unknown yet" (a hub dataset, or synthetic data generated on first use): callers then
     take the digest again after loading.
     """
-    named: dict[str, str] = {}
-    for node in nodes:
-        files = _listed_files(node)
-        if not files or not all(f.is_file() for f in files):
-            return None
-        for path, digest in file_digests(files).items():
-            named[path] = digest
+    named = _source_files(nodes)
     return combined_digest(named) if named else None
 
 
@@ -262,13 +267,7 @@ def source_contents(nodes: Iterable[dict[str, Any]]) -> list[str]:
     The digest names each file by its path, so a checkout moved to another folder (or a cluster that mounts the
     data elsewhere) changes it; these contents are what a finished cell's `data_files` can be checked against.
     """
-    shas: list[str] = []
-    for node in nodes:
-        files = _listed_files(node)
-        if not files or not all(f.is_file() for f in files):
-            return []
-        shas += file_digests(files).values()
-    return sorted(shas)
+    return sorted(_source_files(nodes).values())
 
 
 # ---------------------------------------------------------------- corpus sanity
