@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from conftest import run_cli
@@ -16,8 +19,9 @@ def one_line_error(result) -> str:
 
 
 def test_unknown_model_lists_the_choices():
-    line = one_line_error(run_cli("langrepr.train", "model=no_such_model"))
-    assert "unknown model 'no_such_model'" in line and "bert_ewe" in line
+    result = run_cli("langrepr.train", "model=no_such_model")
+    line = one_line_error(result)
+    assert "unknown model 'no_such_model'" in line and "all model options: " in result.stderr and "bert_ewe" in result.stderr
 
 
 def test_missing_data_path_says_how_to_fix(tmp_path):
@@ -44,5 +48,15 @@ def test_unknown_choice_of_a_paper_config_group_lists_the_choices():
     from langrepr.errors import UserError
     from langrepr.train import check_group_choices
 
-    with pytest.raises(UserError, match="unknown bitcipher_vectors 'nope': choose one of .*cipher"):
+    with pytest.raises(UserError, match="unknown bitcipher_vectors 'nope': .*\n  all bitcipher_vectors options: .*cipher"):
         check_group_choices(["bitcipher_vectors=nope"])
+
+
+def test_a_misspelled_model_gets_the_closest_name_first_in_a_short_line(tmp_path):
+    """`model=bert_eew`: the first line names bert_ewe and stays short; the 41 names come on the next line."""
+    run = subprocess.run([sys.executable, "-m", "langrepr.train", "model=bert_eew", "debug=smoke"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    first, second = run.stderr.strip().splitlines()[:2]
+    assert first.startswith("error: unknown model 'bert_eew': did you mean bert_ewe") and len(first) < 200, first
+    assert "all model options:" in second and "leam" in second

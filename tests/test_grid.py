@@ -218,5 +218,5 @@ def test_make_tables_never_blanks_the_committed_grid(tmp_path, capsys):
 def test_a_mistyped_grid_choice_is_one_line_listing_the_options():
     from langrepr.errors import UserError
     from langrepr.train import check_group_choices
-    with pytest.raises(UserError, match="unknown encoder 'bertt': choose one of bert, leam, none, swem, tensorcoder"):
+    with pytest.raises(UserError, match="unknown encoder 'bertt': did you mean bert\?\n  all encoder options: bert, leam, none, swem, tensorcoder"):
         check_group_choices(["encoder=bertt"])

@@ -251,7 +251,7 @@ def test_X43_tables_on_a_read_only_folder_is_one_line(tmp_path, capsys, monkeypa
         tables.main(["leam_table3", "--profile", "quick", "--outputs", str(tmp_path / "ro")])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.splitlines()[-1] == (
-        f"error: cannot write {tmp_path / 'ro' / 'tables' / 'leam_table3.quick.json'}: Read-only file system; pass "
+        f"error: cannot write {tmp_path / 'ro' / 'tables' / 'leam_table3.quick.partial.json'}: Read-only file system; pass "
         "--outputs <a writable folder holding the run folders> (the tables already on disk are untouched)")
     assert "Traceback" not in err
 

@@ -239,3 +239,37 @@ def test_cell_wall_time_counts_each_run_once_from_the_records():
     # A's two runs feed its F1, Params and (derived) Ratio cells: 30 + 50 s, once each; B's run has no time
     assert table["cell_wall"] == {"seconds": 80.0, "runs": 3, "untimed_runs": 1}
     assert "Cell wall time: 1.3 min over 3 runs" in to_markdown(table, SPEC)
+
+
+def test_a_render_that_reproduces_the_numbers_keeps_the_committed_file_and_its_stamp(tmp_path):
+    """A newcomer's `make ewe-table1` re-runs the counts at their clone's commit: same numbers, no tracked change."""
+    rec = {"status": "finished", "seed": 1, "commit": "abc1234", "choices": {"model": "bert_ewe"},
+           "metrics": {"test/2015A/f1": 0.5}, "params": {}, "wall_time_s": 10.0}
+    d = write_cell(tmp_path, "model=bert_ewe,seed=1", rec)
+    render("ewe_table3", "quick", tmp_path)
+    md, js = (tmp_path / "tables" / "ewe_table3.quick.md"), (tmp_path / "tables" / "ewe_table3.quick.json")
+    committed_md, committed_js = md.read_bytes(), js.read_bytes()
+    (d / "metrics.json").write_text(json.dumps(dict(rec, commit="fff9999", wall_time_s=22.5)))   # a re-run
+    result = render("ewe_table3", "quick", tmp_path)
+    assert result["kept_existing"] and result["commit"] == "abc1234"
+    assert md.read_bytes() == committed_md and js.read_bytes() == committed_js
+    assert not (tmp_path / "tables" / "ewe_table3.quick.partial.md").exists()
+    (d / "metrics.json").write_text(json.dumps(dict(rec, commit="fff9999", metrics={"test/2015A/f1": 0.6})))
+    result = render("ewe_table3", "quick", tmp_path)       # another number: the render replaces the table
+    assert not result["kept_existing"] and "fff9999" in md.read_text()
+
+
+def test_a_dry_render_says_what_ran_and_derived_columns_follow_their_inputs(caplog):
+    """Derived columns read no runs of their own (no 'ran twice' warnings); the summary counts run folders."""
+    from langrepr.tables import dry_summary
+
+    def dry(model, seed, missing=None):
+        return {"status": "dry", "seed": seed, "choices": {"model": model}, "metrics": {}, "params": {},
+                "config": {}, "dir": f"{model}/{seed}/{missing or 'ok'}", "mtime": 0.0,
+                "dry": {"missing_data": missing} if missing else {}}
+    runs = [dry("a", 1), dry("a", 2), dry("b", 1, "no b.txt"), dry("c", 1)]
+    table = build(SPEC, runs, "dry")
+    assert "ran twice" not in caplog.text
+    assert table["rows"][0]["cells"]["Ratio"]["dry"]["ok"] == ["a/1/ok", "a/2/ok"]       # follows Params
+    line = dry_summary(table["rows"], table["columns"])
+    assert line.startswith("dry run, 4 cell run(s): 3 ran 2 steps at full size") and "1 no data" in line, line

@@ -109,7 +109,7 @@ def test_a_typo_in_a_spec_is_one_line():
 
 def test_rejudge_recomputes_from_the_json_alone(tmp_path):
     d = tmp_path / "quick" / "tensorcoder_table3" / "model=x"
-    render("tensorcoder_table3", "quick", tmp_path)   # empty table, then fill its cells by hand
+    render("tensorcoder_table3", "quick", tmp_path, force=True)   # empty table, then fill its cells by hand
     path = tmp_path / "tables" / "tensorcoder_table3.quick.json"
     table = json.loads(path.read_text())
     for row in table["rows"]:
@@ -154,8 +154,8 @@ def test_a_cell_scored_under_an_older_metric_definition_is_stale_not_reused():
 
 
 def test_rejudge_fills_a_row_read_from_another_table_from_that_tables_json(tmp_path):
-    render("ewe_table3", "quick", tmp_path)
-    render("ewe_table5", "quick", tmp_path)
+    render("ewe_table3", "quick", tmp_path, force=True)
+    render("ewe_table5", "quick", tmp_path, force=True)
     t3_path = tmp_path / "tables" / "ewe_table3.quick.json"
     t3 = json.loads(t3_path.read_text())
     for row in t3["rows"]:
@@ -172,7 +172,7 @@ def test_rejudge_fills_a_row_read_from_another_table_from_that_tables_json(tmp_p
 
 
 def test_rejudge_keeps_the_data_line_of_the_runs_and_notes_a_newer_recipe(tmp_path):
-    render("tensorcoder_table3", "quick", tmp_path)
+    render("tensorcoder_table3", "quick", tmp_path, force=True)
     path = tmp_path / "tables" / "tensorcoder_table3.quick.json"
     table = json.loads(path.read_text())
     table["data"] = "QUICK: the recipe these cells ran"
@@ -184,7 +184,7 @@ def test_rejudge_keeps_the_data_line_of_the_runs_and_notes_a_newer_recipe(tmp_pa
 
 def test_rejudge_blanks_a_column_the_spec_now_marks_not_run(tmp_path):
     """A column the profile stops running (TensorCoder Table 2 quick BLEU) shows its reason, never the old zeros."""
-    render("tensorcoder_table2", "quick", tmp_path)
+    render("tensorcoder_table2", "quick", tmp_path, force=True)
     path = tmp_path / "tables" / "tensorcoder_table2.quick.json"
     table = json.loads(path.read_text())
     for row in table["rows"]:
@@ -204,8 +204,8 @@ def test_rejudge_blanks_a_column_the_spec_now_marks_not_run(tmp_path):
 def test_rejudge_keeps_a_row_measured_by_the_tables_own_runs_over_another_tables(tmp_path):
     """Bit Cipher Table 1 reads its Sum row from Table 3's cells: when Table 1 was re-run under a new recipe and
     Table 3 was not, re-judging Table 1 keeps the row its own render measured."""
-    render("ewe_table3", "quick", tmp_path)
-    render("ewe_table5", "quick", tmp_path)
+    render("ewe_table3", "quick", tmp_path, force=True)
+    render("ewe_table5", "quick", tmp_path, force=True)
     for stem, value in (("ewe_table3", 55.8), ("ewe_table5", 61.2)):
         path = tmp_path / "tables" / f"{stem}.quick.json"
         table = json.loads(path.read_text())

@@ -24,6 +24,16 @@ class UserError(Exception):
     """
 
 
+def unknown_choice(what: str, choice: str, options: list[str]) -> str:
+    """"unknown model 'bert_eew': did you mean bert_ewe?" first (short, the line a user reads), then the full list
+    on a second line: 41 model names in one line hide the one suggestion that matters."""
+    import difflib
+
+    near = difflib.get_close_matches(choice, options, n=3, cutoff=0.5)
+    hint = f"did you mean {' or '.join(near)}?" if near else f"{len(options)} options, listed below"
+    return f"unknown {what} '{choice}': {hint}\n  all {what} options: {', '.join(options)}"
+
+
 class Diverged(UserError):
     """Training produced a NaN/inf loss or metric: the cell is recorded as "diverged", not "finished"."""
 

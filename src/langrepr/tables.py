@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from langrepr import verdicts
 from langrepr.confpaths import CONF_DIR, group_options
-from langrepr.errors import WRITE_ERRNOS, UserError
+from langrepr.errors import WRITE_ERRNOS, UserError, unknown_choice
 from langrepr.metric_versions import METRIC_VERSIONS, metric_name, stale_metrics
 from langrepr.table_spec import TableSpec
 from langrepr.utils import git_commit, write_json_atomic, write_text_atomic
@@ -36,7 +36,7 @@ def experiment_config(table: str, profile: str, dry: bool = False) -> DictConfig
     """Compose the experiment exactly as `make` runs it, to read its run_id, profile_name and `table:` spec."""
     options = group_options("experiment")
     if table not in options:
-        raise UserError(f"unknown table '{table}': choose one of {', '.join(options)}")
+        raise UserError(unknown_choice("table", table, options))
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=[f"experiment={table}", f"profile={profile}", *(["debug=dry"] if dry else [])])
     if "table" not in cfg:
@@ -141,8 +141,10 @@ def build(spec: dict, runs: list[dict], profile: str) -> dict:
             # `sources: {<column>: {run_id, match}}`: this row's cell in that column comes from other cells
             source = row.get("sources", {}).get(column["name"], {})
             run_id, row_match = source.get("run_id", row.get("run_id")), source.get("match", row.get("match"))
-            cell_runs = [r for r in runs if matches(r, row_match) and matches(r, column.get("match"))
-                         and r.get("run_id", run_id) == (run_id if run_id is not None else r.get("run_id"))]
+            derived = bool(column.get("ratio_of") or column.get("quotient"))   # filled from its inputs below
+            cell_runs = [] if derived else [
+                r for r in runs if matches(r, row_match) and matches(r, column.get("match"))
+                and r.get("run_id", run_id) == (run_id if run_id is not None else r.get("run_id"))]
             by_seed: dict[int, dict] = {}
             for r in sorted(cell_runs, key=lambda r: r["mtime"]):
                 if r.get("seed") in by_seed:
@@ -215,17 +217,19 @@ def cell_wall(rows: list[dict]) -> dict:
 
 def dry_outcome(runs: list[dict]) -> dict:
     """A dry cell's outcome over its seeds: which ran 2 steps (ok), stopped for missing data, skipped or failed."""
-    out: dict[str, list] = {"ok": [], "missing_data": [], "skipped": [], "failed": []}
+    out: dict = {"ok": [], "missing_data": [], "skipped": [], "failed": [], "by_run": {}}
     for r in runs:
         info = r.get("dry") or {}
         if r.get("status") == "failed":
-            out["failed"].append(r.get("error", "failed"))
+            kind, line = "failed", r.get("error", "failed")
         elif info.get("missing_data"):
-            out["missing_data"].append(info["missing_data"])
+            kind, line = "missing_data", info["missing_data"]
         elif info.get("skipped"):
-            out["skipped"].append(info["skipped"])
+            kind, line = "skipped", info["skipped"]
         else:
-            out["ok"].append(r["dir"])
+            kind, line = "ok", r["dir"]
+        out[kind].append(line)
+        out["by_run"][r["dir"]] = kind
     return out
 
 
@@ -241,6 +245,31 @@ def dry_notes(rows: list[dict]) -> list[str]:
     return [f"{label[k]} ({', '.join(dict.fromkeys(cells))}): {line}" for (k, line), cells in found.items()]
 
 
+def dry_summary(rows: list[dict], columns: list[str]) -> str:
+    """What a dry render found, counted by run folder (a run read by several columns counts once), e.g.
+    "dry run, 36 cell run(s): 15 ran 2 steps at full size (PTB valid loss, PTB attn GFLOPs); 15 no data (...)"."""
+    outcome: dict[str, str] = {}
+    read_by: dict[str, list[str]] = {}
+    for row in rows:
+        for name in columns:
+            for run_dir, kind in ((row["cells"][name].get("dry") or {}).get("by_run") or {}).items():
+                outcome[run_dir] = kind
+                read_by.setdefault(run_dir, [])
+                if name not in read_by[run_dir]:
+                    read_by[run_dir].append(name)
+    if not outcome:
+        return "dry run: no cell of this table has a dry record"
+    label = {"ok": "ran 2 steps at full size", "missing_data": "no data", "skipped": "skipped (no dry mode)",
+             "failed": "FAILED"}
+    parts = []
+    for kind in label:
+        dirs = [d for d, k in outcome.items() if k == kind]
+        if dirs:
+            cols = list(dict.fromkeys(c for d in dirs for c in read_by[d]))
+            parts.append(f"{len(dirs)} {label[kind]} ({', '.join(cols)})")
+    return f"dry run, {len(outcome)} cell run(s): " + "; ".join(parts)
+
+
 def derive_ratios(spec: dict, rows: list[dict]) -> None:
     """Derived columns: `ratio_of: <column>` (this row over its `ratio_base` row) and `quotient: [a, b]`."""
     by_key = {r["key"]: r for r in rows}
@@ -254,6 +283,8 @@ def derive_ratios(spec: dict, rows: list[dict]) -> None:
                                                     runs=row["cells"][num]["runs"], n=row["cells"][num]["n"],
                                                     seeds=row["cells"][num]["seeds"],
                                                     commits=row["cells"][num]["commits"])
+                if "dry" in row["cells"][num]:
+                    row["cells"][column["name"]]["dry"] = row["cells"][num]["dry"]
         source = column.get("ratio_of")
         if not source:
             continue
@@ -265,6 +296,8 @@ def derive_ratios(spec: dict, rows: list[dict]) -> None:
             cell["ours"] = ours / denom if ours is not None and denom else None
             for key in ("runs", "n", "seeds", "commits"):
                 cell[key] = row["cells"][source][key]
+            if "dry" in row["cells"][source]:
+                cell["dry"] = row["cells"][source]["dry"]
             if row["cells"][source].get("not_run"):
                 cell["not_run"] = row["cells"][source]["not_run"]
 
@@ -482,6 +515,28 @@ def thinner_than(new: dict, old: dict) -> list[str]:
     return reasons
 
 
+# What a re-run changes without changing a result: which commit and how long each run took. A committed table
+# whose every other field a render reproduces keeps its stamp (the commit of the runs that first gave the numbers).
+PROVENANCE_KEYS = frozenset({"commit", "dirty_commits", "cell_wall", "kept_existing", "commits", "wall_s"})
+
+
+def without_provenance(value: Any) -> Any:
+    """`value` with its provenance fields dropped and floats to 12 significant digits (a sum's last bits vary)."""
+    if isinstance(value, dict):
+        return {k: without_provenance(v) for k, v in value.items() if k not in PROVENANCE_KEYS}
+    if isinstance(value, list):
+        return [without_provenance(v) for v in value]
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    return value
+
+
+def reproduces(new: dict, old: dict) -> bool:
+    """Whether `new` says exactly what `old` says, numbers, verdicts and notes, whoever ran it and when."""
+    as_written = json.loads(json.dumps(new, default=str))   # the JSON on disk holds lists, not tuples
+    return not old.get("dirty_commits") and without_provenance(as_written) == without_provenance(old)
+
+
 def existing_table(path: Path) -> dict:
     try:
         return json.loads(path.read_text()) if path.exists() else {}
@@ -551,12 +606,26 @@ def render(table: str, profile: str = "full", outputs: str | Path = "outputs", f
         spec = dict(spec, title=f"DRY RUN (2 steps at full size, no results) — {spec['title']}")
     result = build(spec, runs, cfg.profile_name)
     result["notes"] += shared_notes(spec, cfg.run_id)
-    if dry:
-        result["notes"] += dry_notes(result["rows"])
+    if dry:   # a check, never a result: what ran, and no verdicts on cells that hold no number
+        result["dry_summary"] = dry_summary(result["rows"], result["columns"])
+        result["claims"] = []
+        result["notes"] = [result["dry_summary"] + "; a dry run judges no claim."] + result["notes"] \
+            + dry_notes(result["rows"])
     stem = table_stem(table, cfg.profile_name)
-    reasons = [] if force else thinner_than(result, existing_table(outputs / "tables" / f"{stem}.json"))
+    existing = existing_table(outputs / "tables" / f"{stem}.json")
+    if existing and reproduces(result, existing):
+        log.info("%s: this render reproduces outputs/tables/%s.json (only the commits and wall times of the runs "
+                 "differ); kept it as it is", table, stem)
+        return dict(existing, kept_existing=True)
+    reasons = [] if force else thinner_than(result, existing)
+    if not existing and not dry and not runs and not force:
+        reasons = ["no cell of it has run here"]   # a table of "not run" only is not a result
     result["kept_existing"] = bool(reasons)
-    if reasons:
+    if reasons and not existing:
+        log.warning("%s: no cell has a finished run under %s yet: wrote outputs/tables/%s.partial.md, not a table "
+                    "(pass --force to write one of 'not run' cells)", table, outputs / cfg.profile_name, stem)
+        stem += ".partial"
+    elif reasons:
         log.warning("%s: kept outputs/tables/%s.json and wrote this render beside it as %s.partial.md (%s); pass "
                     "--force to replace it", table, stem, stem, "; ".join(reasons))
         stem += ".partial"
@@ -683,6 +752,9 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{name} ({result['profile']}): " + ", ".join(f"{marks.count(m)} {m}" for m in dict.fromkeys(marks)))
                 continue
             result = render(name, args.profile, args.outputs, force=args.force, dry=args.dry)
+            if args.dry:
+                print(f"{name}: {result['dry_summary']}")
+                continue
             missing = sum(c["ours"] is None for r in result["rows"] for c in r["cells"].values())
             print(f"{name} ({result['profile']}): {missing} cell(s) not run")
     except UserError as err:

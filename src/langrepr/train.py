@@ -28,7 +28,7 @@ from langrepr import cell
 from langrepr.callbacks import AtomicCheckpointIO, LastCheckpoint
 from langrepr.confpaths import CONF_DIR, config_groups, group_options
 from langrepr.data import integrity
-from langrepr.errors import Diverged, UserError, one_line, write_failure
+from langrepr.errors import Diverged, UserError, one_line, unknown_choice, write_failure
 from langrepr.metric_versions import METRIC_VERSIONS
 from langrepr.scale_out import fit_batch_to_devices, is_writer, write_record
 from langrepr.utils import git_commit, package_versions, write_text_atomic
@@ -376,7 +376,7 @@ def check_group_choices(argv: list[str]) -> None:
             if choice.startswith(("glob(", "choice(", "range(")):
                 continue
             if choice not in options:
-                raise UserError(f"unknown {key} '{choice}': choose one of {', '.join(options)}")
+                raise UserError(unknown_choice(key, choice, options))
 
 
 FAILED_CELLS: list[str] = []   # a multirun records failed cells here and goes on with the others
@@ -477,7 +477,8 @@ def main() -> None:
         sys.argv[1:] = canonical_overrides(sys.argv[1:])   # optimizer.lr=1e-3 and 0.001 name one cell
         check_command_line(sys.argv[1:])                    # compose + validate before Hydra runs anything
     except UserError as err:
-        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        head, _, detail = str(err).partition("\n")   # one line to read; a long option list on its own line
+        print(f"error: {' '.join(head.split())}" + (f"\n{detail}" if detail else ""), file=sys.stderr)
         sys.exit(2)
     _hydra_main()
     if FAILED_CELLS:
