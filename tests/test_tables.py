@@ -273,3 +273,17 @@ def test_a_dry_render_says_what_ran_and_derived_columns_follow_their_inputs(capl
     assert table["rows"][0]["cells"]["Ratio"]["dry"]["ok"] == ["a/1/ok", "a/2/ok"]       # follows Params
     line = dry_summary(table["rows"], table["columns"])
     assert line.startswith("dry run, 4 cell run(s): 3 ran 2 steps at full size") and "1 no data" in line, line
+
+
+def test_a_note_quotes_its_own_table_through_placeholders_and_a_wrong_one_is_one_line():
+    """`{=A.F1}` is A's F1 in the column's format, `:std` / `:n` its spread and seed count: a re-run cannot leave
+    the note behind its table."""
+    from langrepr.tables import filled_notes
+
+    runs = [fake_run("a", 1, 0.60, 10), fake_run("a", 2, 0.64, 10), fake_run("b", 1, 0.50, 20)]
+    table = build(SPEC, runs, "quick")
+    notes = filled_notes(["A {=A.F1} ± {=A.F1:std} over {=A.F1:n}; B {=B.F1}; C {=C.F1}; {braces} stay"],
+                         table["rows"], SPEC)
+    assert notes == ["A 62.0 ± 2.8 over 2; B 50.0; C not run; {braces} stay"]
+    with pytest.raises(UserError, match=r"placeholder \{=A.G1\} names no cell"):
+        filled_notes(["{=A.G1}"], table["rows"], SPEC)

@@ -131,7 +131,7 @@ class TableSpec:
     """RowSpec entries: model rows first, reference rows marked `reference: true`."""
     claims: list = field(default_factory=list)
     """ClaimSpec entries: every claim sentence of the paper that maps onto this table."""
-    notes: list = field(default_factory=list)
+    notes: list = field(default_factory=list)   # a number of this table is written {=<row key>.<column>[:std|:n]}
     """Caveats printed under the table, including claims that cannot be judged here and why."""
     data: str = ""
     """One line naming the data and, on the quick profile, the stand-in."""

@@ -11,6 +11,7 @@ import argparse
 import errno
 import json
 import logging
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -190,7 +191,8 @@ def build(spec: dict, runs: list[dict], profile: str) -> dict:
         "commit": ",".join(clean + dirty) or git_commit(), "dirty_commits": dirty,
         "columns": [c["name"] for c in spec["columns"]], "rows": rows_out,
         "claims": judge_claims(spec, rows_out), "seeds": sorted(s for s in seeds if s is not None),
-        "data": spec.get("data", ""), "notes": list(spec.get("notes", [])), "recipe": sorted(recipe),
+        "data": spec.get("data", ""), "notes": filled_notes(list(spec.get("notes", [])), rows_out, spec),
+        "recipe": sorted(recipe),
         "not_run": dict(spec.get("not_run") or {}),
     }
     table["cell_wall"] = cell_wall(rows_out)
@@ -581,6 +583,35 @@ def shared_notes(spec: dict, main_run_id: str) -> list[str]:
     return notes
 
 
+PLACEHOLDER = re.compile(r"\{=([^{}]+)\}")   # {=LEAM.AG News} or {=LEAM.AG News:std} in a note
+
+
+def filled_notes(notes: list[str], rows: list[dict], spec: dict) -> list[str]:
+    """Notes with each `{=<row>.<column>[:std|:n]}` replaced by that cell of this table, in its column's format.
+
+    A note that quotes its own table takes the number from the table's data, so a re-run cannot leave it stale;
+    a placeholder naming no cell is one line, not a note that silently says "{=...}".
+    """
+    formats = {c["name"]: c.get("fmt", "{:.2f}") for c in spec["columns"]}
+    cells = {(r["key"], name): cell for r in rows for name, cell in r["cells"].items()}
+
+    def value(match: re.Match) -> str:
+        ref, _, part = match.group(1).partition(":")
+        for i in [i for i, ch in enumerate(ref) if ch == "."]:   # row keys may hold dots: try every split
+            cell = cells.get((ref[:i].strip(), ref[i + 1:].strip()))
+            if cell is not None:
+                number = cell.get({"": "ours", "std": "std", "n": "n"}.get(part, part))
+                if part not in ("", "std", "n"):
+                    break
+                if part == "n":
+                    return str(number or 0)
+                return fmt(number, formats[ref[i + 1:].strip()])
+        raise UserError(f"table {spec['name']}: note placeholder {match.group(0)} names no cell: write "
+                        "{=<row key>.<column name>}, optionally with :std or :n")
+
+    return [PLACEHOLDER.sub(value, note) for note in notes]
+
+
 def table_stem(table: str, profile_name: str) -> str:
     return table if profile_name in ("full", "exact") else f"{table}.{profile_name}"
 
@@ -699,7 +730,7 @@ def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs") 
             cells[column["name"]] = cell
         rows.append({"key": row["key"], "reference": bool(row.get("reference", False)), "cells": cells})
     apply_floors(spec, rows)
-    notes = list(spec.get("notes", [])) + shared_notes(spec, cfg.run_id)
+    notes = filled_notes(list(spec.get("notes", [])), rows, spec) + shared_notes(spec, cfg.run_id)
     ran = old.get("data") or spec.get("data", "")   # the data line describes the runs behind the cells: keep it
     if spec.get("data") and spec["data"] != ran:
         notes.append(f"These cells ran under an earlier recipe (the data line above); the current one is: "
