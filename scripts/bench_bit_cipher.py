@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from langrepr.utils import PROJECT_ROOT, write_json_atomic
+from langrepr.benchmarking import write_bench
+from langrepr.utils import PROJECT_ROOT
 
 
 def write_shards(folder: Path, vocab: int, tokens: int, shard_tokens: int, seed: int = 0) -> None:
@@ -124,7 +125,7 @@ def main() -> None:
     best = {m: max(r["tokens_per_s"] for r in rows if r["mode"] == m) for m in ("sum", "cat")}
     payload = [{"name": f"bit_cipher_{m}_tokens_per_s", "value": best[m], "target": 1_000_000,
                 "details": [r for r in rows if r["mode"] == m]} for m in ("sum", "cat")]
-    write_json_atomic(args.out, payload)
+    write_bench(args.out, payload)
     print(f"best tokens/s: Sum {best['sum']:,.0f}, Cat {best['cat']:,.0f} (target 1,000,000 on 2 cores)")
 
 

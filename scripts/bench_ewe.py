@@ -27,9 +27,10 @@ from langrepr.benchmarking import (
     machine_load,
     random_batch,
     spread,
+    write_bench,
 )
 from langrepr.tasks.optim import parameter_groups
-from langrepr.utils import PROJECT_ROOT, write_json_atomic
+from langrepr.utils import PROJECT_ROOT
 
 SIZE = ["model.net.hidden_size=384", "model.net.num_layers=4", "model.net.intermediate_size=1536"]
 PHASES = ("forward", "backward", "optimizer")
@@ -113,7 +114,7 @@ def main() -> None:
         },
     }
     out = PROJECT_ROOT / "outputs" / "bench" / f"{stem}.json"
-    write_json_atomic(out, result)
+    write_bench(out, result)
     for label, c in conditions.items():
         phases = ", ".join(f"{k} {c['phase_ratio'][k]['median']:.2f}" for k in PHASES)
         print(f"ewe_step_ratio ({label}, {args.threads} thread(s), load {c['load']['loadavg_1_5_15'][0]}): "

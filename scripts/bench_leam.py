@@ -15,9 +15,10 @@ import torch
 from hydra import compose, initialize_config_dir
 
 import langrepr.train  # noqa: F401  (registers the config resolvers)
+from langrepr.benchmarking import write_bench
 from langrepr.confpaths import CONF_DIR
 from langrepr.pipelines.references.classification import time_training_iterations
-from langrepr.utils import PROJECT_ROOT, write_json_atomic
+from langrepr.utils import PROJECT_ROOT
 
 MODELS = ["leam", "swem_concat", "kim_cnn", "bilstm"]
 
@@ -53,7 +54,7 @@ def main() -> None:
         print(f"{name:18s} {value:6.2f}   (target {targets[name]})")
     print("s per 1,000 steps: " + ", ".join(f"{m} {t:.1f}" for m, t in best.items()))
     device = "cuda" if torch.cuda.is_available() else f"cpu x{args.threads}"
-    write_json_atomic(PROJECT_ROOT / "outputs" / "bench" / "leam_step_time.json", {
+    write_bench(PROJECT_ROOT / "outputs" / "bench" / "leam_step_time.json", {
         "name": "leam_step_time", "ratio": ratios, "target": targets,
         "details": {"s_per_1000_steps": best, "params_non_embedding": params, "batch": args.batch,
                     "length": args.length, "device": device, "rounds": args.rounds, "steps": args.steps}})

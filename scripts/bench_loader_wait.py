@@ -28,9 +28,10 @@ from langrepr.benchmarking import (
     lightning_fit,
     machine_load,
     spread,
+    write_bench,
 )
 from langrepr.errors import UserError
-from langrepr.utils import PROJECT_ROOT, write_json_atomic
+from langrepr.utils import PROJECT_ROOT
 
 CELLS = {
     "EWE Table 3 (BERT_EWE, synthetic patents)":
@@ -89,7 +90,7 @@ def main() -> None:
               "details": {"cells": measured, "not_run": not_run, "rounds": args.rounds, "steps": args.steps,
                           "warmup_steps": args.warmup, "threads": torch.get_num_threads(), "load": machine_load()}}
     out = PROJECT_ROOT / "outputs" / "bench" / "loader_wait.json"
-    write_json_atomic(out, result)
+    write_bench(out, result)
     for label, m in measured.items():
         verdict = "meets" if m["wait_fraction"]["median"] < 0.05 else "misses"
         print(f"loader_wait {label}: {describe(m['wait_fraction'], '{:.2%}')} of step time "

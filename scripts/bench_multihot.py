@@ -17,8 +17,9 @@ import time
 import torch
 import torch.nn.functional as F
 
+from langrepr.benchmarking import write_bench
 from langrepr.models.multihot_losses import binary_ce, multi_hot_softmax_ce, softmax_ce
-from langrepr.utils import PROJECT_ROOT, write_json_atomic
+from langrepr.utils import PROJECT_ROOT
 
 FALLBACK = ["아르키메데스는 스테이케이션이 유행이라고 말했다.", "영화가 정말 재미있었고 음악도 좋았다.",
             "서울지방검찰청 공안부는 사전구속영장을 발부받았다."]
@@ -92,7 +93,7 @@ def main() -> None:
         value = row.get("ratio", row.get("value"))
         target = f" (target <= {row['target']})" if row["target"] else ""
         print(f"{row['name']}: {value:.2f}{target}")
-    write_json_atomic(PROJECT_ROOT / "outputs" / "bench" / "multihot.json", rows)
+    write_bench(PROJECT_ROOT / "outputs" / "bench" / "multihot.json", rows)
 
 
 if __name__ == "__main__":

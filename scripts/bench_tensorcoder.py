@@ -24,10 +24,11 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 import langrepr.train  # noqa: F401  (registers the config resolvers)
+from langrepr.benchmarking import write_bench
 from langrepr.confpaths import CONF_DIR
 from langrepr.models.baseline_attention import MultiHeadSDPAttention
 from langrepr.models.tensorcoder_attention import TensorCoderAttention
-from langrepr.utils import PROJECT_ROOT, write_json_atomic
+from langrepr.utils import PROJECT_ROOT
 
 FIT_NS = [512, 1024, 2048, 4096, 8192]
 CROSSOVER_NS = [16, 32, 64, 128, 256]
@@ -112,13 +113,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     out_dir = PROJECT_ROOT / "outputs" / "bench"
     scale = scaling(args.d, args.repeats)
-    write_json_atomic(out_dir / "tensorcoder_scaling.json", scale)
+    write_bench(out_dir / "tensorcoder_scaling.json", scale)
     det = scale["details"]
     print(f"tensorcoder_scaling: time ~ N^{scale['value']:.2f} for TensorCoder vs N^{det['sdpa_exponent']:.2f} for "
           f"SDPA (N = 512..8192, d = {args.d}) — {'meets' if scale['value'] <= 1.1 else 'misses'} target <= 1.1; "
           f"TensorCoder faster from N = {det['crossover_n']}, {det['speedup_at_8192']:.1f}x at N = 8192")
     fl = flops()
-    write_json_atomic(out_dir / "tensorcoder_flops.json", fl)
+    write_bench(out_dir / "tensorcoder_flops.json", fl)
     det = fl["details"]
     print(f"tensorcoder_flops: attention GFLOPs at PTB settings {det['settings']}: 8head/8conv = {fl['ratio']:.2f} "
           f"(paper 3.05) — {'meets' if fl['ratio'] >= 3 else 'misses'} target >= 3; 1head/1conv = "

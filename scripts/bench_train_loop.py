@@ -32,9 +32,10 @@ from langrepr.benchmarking import (
     machine_load,
     spread,
     steps_per_s,
+    write_bench,
 )
 from langrepr.tasks.optim import configure
-from langrepr.utils import PROJECT_ROOT, write_json_atomic
+from langrepr.utils import PROJECT_ROOT
 
 CELL = ["experiment=ewe_table3", "profile=quick", "dataset=synthetic", "model=bert_ewe"]
 
@@ -86,7 +87,7 @@ def main() -> None:
     result = {"name": "train_loop_overhead", "ratio": ratio["median"],
               "target": ">= 0.95 (Lightning + Hydra steps/s over the bare loop's)", "details": details}
     out = PROJECT_ROOT / "outputs" / "bench" / "train_loop_overhead.json"
-    write_json_atomic(out, result)
+    write_bench(out, result)
     sps = details["steps_per_s"]
     verdict = "meets" if ratio["median"] >= 0.95 else "misses"
     print(f"train_loop_overhead ({args.threads} thread(s), load {details['load']['loadavg_1_5_15'][0]}): "

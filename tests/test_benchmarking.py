@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
-import pytest
+import json
 
-from langrepr.benchmarking import competing_process, interleaved_rounds, spread, steps_per_s
+import pytest
+import torch
+
+from langrepr.benchmarking import (
+    competing_process,
+    interleaved_rounds,
+    spread,
+    steps_per_s,
+    write_bench,
+    write_results,
+)
 
 
 def test_spread_is_the_median_quartiles_and_range_of_the_rounds():
@@ -29,3 +39,16 @@ def test_the_competing_process_runs_during_the_block_and_is_gone_after_it():
     with competing_process(threads=1) as proc:
         assert proc.poll() is None
     assert proc.poll() is not None
+
+
+def test_every_written_result_records_its_hardware_and_threads(tmp_path):
+    """A ratio is read against the machine it ran on: each result carries CPU, cores, GPU and torch threads."""
+    write_bench(tmp_path / "one.json", {"name": "r", "ratio": 1.2})
+    (result,) = [json.loads((tmp_path / "one.json").read_text())]
+    assert result["machine"]["threads"] == torch.get_num_threads() and result["machine"]["cores"] >= 1
+    assert result["machine"]["cpu"] and "gpu" in result["machine"]
+    old = {"name": "old", "ratio": 0.9}                      # written before machines were recorded: kept as is
+    (tmp_path / "many.json").write_text(json.dumps([old]))
+    write_results(tmp_path / "many.json", [{"name": "new", "ratio": 1.1}])
+    kept, new = json.loads((tmp_path / "many.json").read_text())
+    assert kept == old and new["machine"]["threads"] == torch.get_num_threads()

@@ -80,11 +80,13 @@ def test_report_gathers_tables_curves_and_scaling(outputs):
     md_path, html_path = build_report(outputs)
     md = md_path.read_text()
     assert "| [toy](#toyquick) | quick | 1/2 | 1, 2 | 1 not judged, 1 within noise | `abc1234` |" in md
+    assert "at commit" not in md.split("## Summary by paper")[0]            # no commit of the renderer: no drift
     assert "### Toy table" in md and "not run / 50.0" in md                 # the renderer's own Markdown
     assert "Not rendered yet" in md and "ewe-table1" in md                  # experiments with no table JSON
     assert "band = min–max over seeds" in md and "img/curves_toy_quick.png" in md
     assert "TensorCoder 1.00" in md and "SDPA 2.00" in md                    # exponents as the bench fitted them
-    assert "| a_ratio | 0.5 | <= 1 | several.json |" in md and "| tensorcoder_scaling_exponent | 1 |" in md
+    assert "| a_ratio | 0.5 | not recorded | <= 1 | not recorded | not recorded | several.json |" in md
+    assert "| tensorcoder_scaling_exponent | 1 | not recorded | <= 1.1 | not recorded | 1 |" in md
     for png in ("curves_toy_quick.png", "tensorcoder_scaling.png"):
         assert (md_path.parent / "img" / png).read_bytes().startswith(PNG_MAGIC)
     html = html_path.read_text()
@@ -196,3 +198,120 @@ def test_status_total_counts_each_run_once_in_minutes_under_six_and_one_table_si
     path.write_text(json.dumps(table))
     (total,) = [line for line in status_lines(outputs) if line.startswith("Cell time (quick)")]
     assert total.startswith("Cell time (quick): 1.5 h over the 2 recorded runs behind 1 table, ")
+
+
+def tree_bytes(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_clone_rebuilds_the_committed_report_byte_for_byte(outputs):
+    """Drawn with runs and benchmarks, then rebuilt twice where neither is (a fresh clone): nothing thins or drifts."""
+    (outputs / "bench" / "several.json").write_text(json.dumps([{
+        "name": "a_ratio", "ratio": 0.5, "target": "<= 1 | lower is worse",
+        "ratio_spread": {"median": 0.5, "q1": 0.45, "q3": 0.55, "min": 0.4, "max": 0.6, "n": 5},
+        "machine": {"cpu": "Toy CPU 3000", "cores": 2, "gpu": None, "threads": 1, "torch": "2.x"}}]))
+    build_report(outputs)
+    committed = tree_bytes(outputs / "report")
+    md = committed["report.md"].decode()
+    assert "| a_ratio | 0.5 | IQR 0.45–0.55, range 0.4–0.6, 5 rounds | <= 1 \\| lower is worse | Toy CPU 3000, 2 cores | " \
+           "1 | several.json |" in md
+    assert "| tensorcoder_scaling_exponent |" in md and "![learning curves of toy](img/curves_toy_quick.png)" in md
+    for run in (outputs / "quick").rglob("metrics.json"):      # a clone: no run folders, no outputs/bench/
+        run.unlink()
+    for bench in (outputs / "bench").iterdir():
+        bench.unlink()
+    build_report(outputs)
+    assert tree_bytes(outputs / "report") == committed
+    build_report(outputs)
+    assert tree_bytes(outputs / "report") == committed
+
+
+def test_an_older_report_keeps_its_benchmark_rows_and_says_what_it_lacks(outputs):
+    """A committed report from before spread and hardware were shown keeps its rows; the new columns say why blank."""
+    (outputs / "report").mkdir()
+    (outputs / "report" / "report.md").write_text("# old\n\n## Benchmarks\n\n| benchmark | value | target | file |\n"
+                                                  "|---|---|---|---|\n| bf16_ewe | 1.04 | > 1.1 | bf16.json |\n\n"
+                                                  "## The grid\n")
+    for bench in (outputs / "bench").iterdir():
+        bench.unlink()
+    md = build_report(outputs)[0].read_text()
+    gone = "not kept"
+    assert f"| bf16_ewe | 1.04 | {gone} | > 1.1 | {gone} | {gone} | bf16.json |" in md
+
+
+def test_dry_and_partial_renders_never_become_status_claims_or_report(outputs, tmp_path):
+    """`make <table> DRY=1` writes `*.dry.*`; a thinner render is kept as `*.partial.*`: neither is a result."""
+    from langrepr.report import paper_claim_lines, status_lines
+
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    (root / "README.md").write_text("<!-- generated:status -->\n<!-- /generated:status -->\n")
+    (root / "docs" / "ewe.md").write_text("<!-- generated:claims -->\n<!-- /generated:claims -->\n")
+    before = {"status": status_lines(outputs), "claims": paper_claim_lines(outputs, "ewe")}
+    build_report(outputs, root=root)
+    clean = {"md": (outputs / "report" / "report.md").read_text(), "readme": (root / "README.md").read_text(),
+             "doc": (root / "docs" / "ewe.md").read_text()}
+    dry = {"table": "ewe_table1", "title": "EWE T1 (dry)", "profile": "full", "commit": "abc1234", "columns": ["F1"],
+           "rows": [{"key": "A", "cells": {"F1": {"ours": None, "paper": 1.0, "std": None, "runs": [],
+                                                  "dry": {"ok": True, "failed": False, "missing_data": False,
+                                                          "skipped": False}}}}],
+           "claims": [{"text": "A beats B", "holds": None, "verdict": "not run"}], "seeds": []}
+    for stem in ("ewe_table1.dry", "toy.quick.partial"):
+        (outputs / "tables" / f"{stem}.json").write_text(json.dumps(dry))
+        (outputs / "tables" / f"{stem}.md").write_text("# EWE T1 (dry)\n\n| | F1 |\n|---|---|\n| A | dry ✓ |\n")
+    (outputs / "tables" / "broken.dry.json").write_text("{ cut")   # never read, so never an error either
+    assert status_lines(outputs) == before["status"] and paper_claim_lines(outputs, "ewe") == before["claims"]
+    build_report(outputs, root=root)
+    assert (outputs / "report" / "report.md").read_text() == clean["md"]
+    assert (root / "README.md").read_text() == clean["readme"] and (root / "docs" / "ewe.md").read_text() == clean["doc"]
+    assert "EWE T1 (dry)" not in clean["md"] and "ewe_table1 (`make ewe-table1 PROFILE=quick`)" in clean["md"]
+
+
+def test_the_summary_counts_each_papers_verdicts_and_which_way_the_undecided_lean(outputs):
+    path = outputs / "tables" / "toy.quick.json"
+    table = json.loads(path.read_text())
+    table["table"] = "ewe_toy"
+    table["claims"] = [{"text": "a", "holds": "noise", "verdict": "within noise", "lean": "against"},
+                       {"text": "b", "holds": "noise", "verdict": "within noise", "lean": "against",
+                        "margin_exceeded": True},
+                       {"text": "c", "holds": "noise", "verdict": "within noise", "lean": "with"},
+                       {"text": "d", "holds": True, "verdict": "✓"}]
+    path.write_text(json.dumps(table))
+    md = build_report(outputs)[0].read_text()
+    assert "| EWE | 1 (1 quick) | 1/2 | 1 | 0 | 3 (1 with / 2 against) | 0 | 0 | 0 |" in md
+    assert ("- **EWE**: of 3 claims within noise, the means of 1 lean with the paper and of 2 against it (on balance "
+            "against the paper); 1 equivalence claim(s) have |d| beyond their margin") in md
+    assert "ewe_toy: 1 of 2 cells not run (1 without a finished run, see its notes)" in md
+
+
+def test_header_lines_of_a_table_are_separate_paragraphs(outputs):
+    (outputs / "tables" / "toy.quick.md").write_text("# Toy table\n\nProfile: **quick** · seeds: 1, 2\nData: toy data\n"
+                                                 "**Provenance warning:** dirty\n\n| | F1 |\n|---|---|\n| A | 1 |\n"
+                                                 "\nNotes:\n\n- one\n- two\n")
+    md_path, html_path = build_report(outputs)
+    assert "Profile: **quick** · seeds: 1, 2\n\nData: toy data\n\n**Provenance warning:** dirty" in md_path.read_text()
+    html = html_path.read_text()
+    assert "<p>Data: toy data</p>" in html and "<li>one</li>\n<li>two</li>" in html
+
+
+def test_report_and_readme_and_docs_rebuild_byte_identical_from_the_committed_files(tmp_path):
+    """`make report` on a clone with no new runs leaves README, docs and outputs/report/ as committed."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[1]
+    copy = tmp_path / "clone"
+    for part in ("outputs/tables", "outputs/report", "outputs/figures", "docs"):
+        shutil.copytree(root / part, copy / part)
+    shutil.copy(root / "README.md", copy / "README.md")
+    for stray in (copy / "outputs" / "tables").glob("*.*.*"):    # git-ignored dry/partial renders of this checkout
+        if stray.name.split(".")[-2] in ("dry", "partial"):
+            stray.unlink()
+    def state() -> dict[str, bytes]:
+        return {f"{part}/{name}": data for part in ("outputs/report", "docs")
+                for name, data in tree_bytes(copy / part).items()} | {"README.md": (copy / "README.md").read_bytes()}
+
+    committed = state()
+    build_report(copy / "outputs", root=copy)
+    again = state()
+    changed = sorted(k for k in committed.keys() | again.keys() if committed.get(k) != again.get(k))
+    assert not changed, f"make report changes {changed} on a clone with no new runs: run `make report`, commit"

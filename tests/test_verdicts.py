@@ -12,7 +12,7 @@ import pytest
 from langrepr import verdicts
 from langrepr.errors import UserError
 from langrepr.table_spec import TableSpec
-from langrepr.tables import build, rejudge, render, to_markdown
+from langrepr.tables import build, claim_line, rejudge, render, to_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,6 +91,38 @@ def test_equivalence_and_stability():
     assert verdicts.judge(stab)["holds"] is True
 
 
+def side(mean: float, std: float, n: int = 3) -> dict:
+    return {"row": "R", "column": "x", "mean": mean, "std": std, "n": n}
+
+
+def test_a_within_noise_verdict_says_which_way_the_means_lean():
+    # a 10 ± 1, b 8 ± 2, 3 seeds each: d = 2, bound = t(2.9412) * sqrt(5/3) = 3.2188 * 1.2910 = 4.155 > 2
+    judged = verdicts.judge({"op": "gt", "a": side(10, 1), "b": side(8, 2)})
+    assert judged["verdict"] == "within noise" and judged["lean"] == "with"
+    assert judged["bound"] == pytest.approx(4.155, abs=1e-3)
+    assert verdicts.judge({"op": "lt", "a": side(10, 1), "b": side(8, 2)})["lean"] == "against"
+    # ratio_ge 0.95: d = 10 - 0.95 * 10.2 = 0.31 > 0, within noise: the means lean the paper's way
+    assert verdicts.judge({"op": "ratio_ge", "value": 0.95, "a": side(10, 1), "b": side(10.2, 2)})["lean"] == "with"
+    # a decided verdict carries no lean: a 10 ± 0.1 vs b 8 ± 0.1, d = 2 far beyond the bound
+    decided = verdicts.judge({"op": "gt", "a": side(10, 0.1), "b": side(8, 0.1)})
+    assert decided["verdict"] == "✓" and decided["lean"] is None
+
+
+def test_an_equivalence_within_noise_says_when_its_difference_exceeds_the_margin():
+    # EWE T5 quick: |d| = |65.4 - 74.6| = 9.2 > margin 2, yet |d| - bound 8.42 = 0.78 is not beyond it
+    beyond = verdicts.judge({"op": "equiv", "margin": 2.0, "a": side(65.4, 0.3), "b": side(74.6, 3.4)})
+    assert beyond["verdict"] == "within noise" and beyond["lean"] == "against" and beyond["margin_exceeded"]
+    # a 10 ± 1 vs b 9 ± 2: |d| = 1 ≤ 2, but 1 + 4.155 > 2: within noise, the means lean the paper's way
+    inside = verdicts.judge({"op": "equiv", "margin": 2.0, "a": side(10, 1), "b": side(9, 2)})
+    assert inside["verdict"] == "within noise" and inside["lean"] == "with" and inside["margin_exceeded"] is False
+    record = {"text": "A is comparable to B", "op": "equiv", "margin": 2.0, "a": side(65.4, 0.3),
+              "b": side(74.6, 3.4), "ours": [65.4, 74.6], "paper": [70.0, None], "source": "§6"}
+    line = claim_line({**record, **beyond}, ["{:.1f}", "{:.1f}"])
+    assert line == ("- within noise: A is comparable to B: ours 65.4 vs 74.6 (paper 70.0 vs —) (means lean against "
+                    "the paper; |d| = 9.2 exceeds the margin 2) — §6")
+    assert "(means lean with the paper) — §6" in claim_line({**record, **inside}, ["{:.1f}", "{:.1f}"])
+
+
 def test_one_seed_is_noise_unknown_unless_the_reference_is_deterministic():
     rec = {"op": "gt", "a": {"row": "A", "column": "x", "mean": 70.0, "std": None, "n": 1},
            "b": {"row": "B", "column": "x", "mean": 50.0, "std": None, "n": 1}}
@@ -134,6 +166,8 @@ def test_every_committed_verdict_recomputes_from_its_json():
             again = verdicts.judge(claim)
             assert again["verdict"] == claim["verdict"], f"{path.name}: {claim['text']}"
             assert again["holds"] == claim["holds"]
+            assert again["lean"] == claim.get("lean"), f"{path.name}: lean not re-judged: {claim['text']}"
+            assert again.get("margin_exceeded") == claim.get("margin_exceeded"), f"{path.name}: {claim['text']}"
 
 
 def test_a_cell_scored_under_an_older_metric_definition_is_stale_not_reused():

@@ -85,6 +85,44 @@ def interleaved_rounds(candidates: dict[str, Callable[[], Any]], rounds: int) ->
     return results
 
 
+def cpu_model() -> str:
+    """The CPU's model name as the kernel reports it (platform.processor() is often empty on Linux)."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def machine() -> dict:
+    """What a number was measured on: CPU, usable cores, GPU and torch's intra-op threads.
+
+    A ratio from a 2-core shared box and one from a GPU node read differently, so every result carries these
+    (`write_bench`); the report shows them beside each row.
+    """
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"cpu": cpu_model(), "cores": machine_load()["cpus"], "gpu": gpu, "threads": torch.get_num_threads(),
+            "torch": torch.__version__}
+
+
+def stamped(payload: Any) -> Any:
+    """One result or a list of them, each given the `machine` it was measured on (unless it has one)."""
+    here = machine()
+    for result in payload if isinstance(payload, list) else [payload]:
+        if isinstance(result, dict):
+            result.setdefault("machine", here)
+    return payload
+
+
+def write_bench(out: Path, payload: dict | list) -> None:
+    """A benchmark's result file, written atomically, each result carrying its hardware and threads."""
+    write_json_atomic(out, stamped(payload))
+
+
 def machine_load() -> dict:
     """What else the machine was doing: load averages and usable cores (a ratio is read against these)."""
     one, five, fifteen = os.getloadavg()
@@ -264,7 +302,7 @@ def write_results(out: Path, results: list[dict]) -> None:
     """Merge into `out`: a run of some papers keeps the others' earlier measurements."""
     names = {r["name"] for r in results}
     kept = [r for r in (json.loads(out.read_text()) if out.exists() else []) if r["name"] not in names]
-    write_json_atomic(out, kept + results)
+    write_json_atomic(out, kept + stamped(results))   # kept results keep the machine they ran on
     print(f"wrote {out.relative_to(PROJECT_ROOT) if out.is_relative_to(PROJECT_ROOT) else out}")
 
 

@@ -12,6 +12,19 @@ Everything on the page is read from artefacts that earlier steps wrote, never re
 - the grid's heat map (`outputs/figures/grid.<profile>.png`, `make grid`) in its own section;
 - paper figures: any PNG a paper's code writes into `outputs/figures/` is appended as is.
 
+On top, one summary per paper: its claims counted by verdict, which way the "within noise" ones lean, and
+what was not run and why.
+
+What the page never does:
+- **Thin.** Run folders and `outputs/bench/` are not committed, so a clone cannot redraw the learning curves or
+  the scaling figure, nor list the benchmark rows. Each such piece is kept from the report already on disk (the
+  committed one, in a clone): a figure with its caption verbatim while its image is there, the benchmark rows
+  re-read from its table (a column an older report lacks says "not kept").
+- **Drift.** The page carries no timestamp and no commit of the renderer, and reads files in sorted order: on a
+  clone with no new runs `make report` rewrites README, docs and `outputs/report/` byte for byte.
+- **Show a render that is not a result.** `*.dry.*` (a dry run: 2 steps per cell) and `*.partial.*` (kept
+  beside a table it did not replace) renders are skipped by the page, the README rows and the doc claims alike.
+
 Usage: `python -m langrepr.report [--outputs outputs] [--out outputs/report]`.
 """
 
@@ -37,8 +50,8 @@ import yaml
 
 from langrepr.confpaths import group_options
 from langrepr.errors import WRITE_ERRNOS, UserError
-from langrepr.tables import cell_wall
-from langrepr.utils import PROJECT_ROOT, git_commit, open_mode, write_text_atomic
+from langrepr.tables import cell_wall, lean_words
+from langrepr.utils import PROJECT_ROOT, open_mode, write_text_atomic
 
 log = logging.getLogger("langrepr.report")
 
@@ -46,6 +59,7 @@ CLAIM_MARKS = {True: "✓", False: "✗", None: "not judged", "noise": "within n
 PAPERS = {"ewe": "EWE", "tensorcoder": "TensorCoder", "multihot": "Multi-hot LM", "leam": "LEAM",
           "bitcipher": "Bit Cipher"}
 SEED_PART = re.compile(r"(^|,)seed=[^,]*")
+NOT_RESULTS = (".dry", ".partial")   # renders that are not results: a dry run's, or one kept beside its table
 
 
 # ---------------------------------------------------------------- reading artefacts
@@ -58,9 +72,11 @@ def claim_mark(holds: Any, claim: dict | None = None) -> str:
 
 
 def load_tables(outputs: Path) -> list[dict]:
-    """Every rendered table JSON with its Markdown twin (if any), EWE before TensorCoder, table 1 first."""
+    """Every rendered table JSON with its Markdown twin (if any), sorted by name; dry and partial renders skipped."""
     found = []
     for path in sorted((outputs / "tables").glob("*.json")):
+        if path.stem.endswith(NOT_RESULTS):    # never a status, a claim line or a report section
+            continue
         try:
             table = json.loads(path.read_text())
             table["rows"], table["table"]   # noqa: B018  (what every section reads)
@@ -191,14 +207,34 @@ def save_figure(fig: Any, path: Path) -> None:
         Path(tmp).unlink(missing_ok=True)
 
 
-def plot_learning_curves(entry: dict, outputs: Path, img_dir: Path) -> tuple[Path | None, str]:
+def kept_figure(previous: str, alt: str, page_dir: Path) -> tuple[Path, str] | None:
+    """The figure `![alt](link)` and its caption from the report on disk, if its image is still there.
+
+    A clone cannot redraw what needs the (uncommitted) runs; the committed figure and caption stay verbatim.
+    """
+    found = re.search(rf"^!\[{re.escape(alt)}\]\(([^)\s]+)\)\n\n\*(.*)\*$", previous, re.M)
+    if not found or not (page_dir / found.group(1)).is_file():
+        return None
+    return page_dir / found.group(1), found.group(2)
+
+
+def plot_learning_curves(entry: dict, outputs: Path, img_dir: Path, previous: str = "",
+                         page_dir: Path | None = None) -> tuple[Path | None, str]:
     """One figure for a table: train loss + each monitored validation metric, one line per row (seed band)."""
     table = entry["table"]
     groups = table_run_groups(table, outputs)
     wanted = sum(len(c.get("runs", [])) for r in table["rows"] for c in r["cells"].values())
     path = img_dir / f"curves_{entry['stem'].replace('.', '_')}.png"
+    kept = kept_figure(previous, f"learning curves of {table['table']}", page_dir or img_dir.parent)
+    if not groups and wanted and kept:
+        figure, caption = kept
+        drawn = re.search(r"Drawn for the render at commit `([^`]*)`", caption)
+        if drawn and drawn.group(1) != str(table.get("commit")) and "re-rendered since" not in caption:
+            caption += (f" The table was re-rendered since (commit `{table.get('commit')}`): these curves may not "
+                        "be the runs behind its numbers.")
+        return figure, caption
     if not groups:
-        if wanted and path.exists():  # a clone: keep the figure committed with the report, never drop it
+        if wanted and path.exists():  # a clone of a report from before captions were kept: keep the figure
             return path, ("Learning curves as committed with this report: the run folders behind them are not on "
                           f"this machine; `make {table['table'].replace('_', '-')} PROFILE={table.get('profile')}` "
                           "re-runs the cells and redraws them.")
@@ -223,7 +259,10 @@ def plot_learning_curves(entry: dict, outputs: Path, img_dir: Path) -> tuple[Pat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.6), squeeze=False)
+    # constrained layout and the legend below the panels, outside the data: no label covers a curve
+    legend_rows = math.ceil(len(lines) / 3)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.4 + 0.22 * legend_rows), squeeze=False,
+                             layout="constrained")
     colours = plt.get_cmap("tab10")
     for i, line in enumerate(lines):
         label = f"{line['row']} ({line['cell']})" if line["row"] in rows_with_many else line["row"]
@@ -243,7 +282,8 @@ def plot_learning_curves(entry: dict, outputs: Path, img_dir: Path) -> tuple[Pat
         ax.set_title(metric)
         ax.set_xlabel("optimiser step")
         ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="best")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)), fontsize=7, frameon=False)
     fig.suptitle(f"{table['title']} — {table.get('profile')} profile", fontsize=9)
     save_figure(fig, path)
     band = ("line = mean over seeds, band = min–max over seeds" if max(seeds) > 1
@@ -256,13 +296,16 @@ def plot_learning_curves(entry: dict, outputs: Path, img_dir: Path) -> tuple[Pat
         note += (f" {len(stale)} run folder(s) were written at a commit the rendered table does not list "
                  f"(rerun after rendering; re-render with `make tables PROFILE={table.get('profile')}`).")
     return path, f"Learning curves from the runs' CSV logs ({band}; seeds per line: " \
-                 f"{', '.join(map(str, seeds))}).{note}"
+                 f"{', '.join(map(str, seeds))}).{note} Drawn for the render at commit `{table.get('commit')}`."
 
 
-def plot_scaling(bench: Path, img_dir: Path) -> tuple[Path | None, str]:
+def plot_scaling(bench: Path, img_dir: Path, previous: str = "") -> tuple[Path | None, str]:
     """TensorCoder vs SDPA attention forward time against N, log–log, with the bench's fitted exponents."""
     kept = img_dir / "tensorcoder_scaling.png"
-    if not bench.exists() and kept.exists():  # outputs/bench/ is not committed; the figure is
+    committed = kept_figure(previous, "TensorCoder scaling", img_dir.parent)
+    if not bench.exists() and committed:  # outputs/bench/ is not committed; the figure and its caption are
+        return committed
+    if not bench.exists() and kept.exists():
         return kept, ("As committed with this report: outputs/bench/tensorcoder_scaling.json is not on this machine; "
                       "`make bench` re-measures it and redraws the figure.")
     if not bench.exists():
@@ -285,7 +328,7 @@ def plot_scaling(bench: Path, img_dir: Path) -> tuple[Path | None, str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.6, 4.0))
+    fig, ax = plt.subplots(figsize=(5.6, 4.6), layout="constrained")
     for i, (name, times) in enumerate(det["min_forward_s"].items()):
         ns = sorted(int(n) for n in times)
         ts = [times[str(n)] for n in ns]
@@ -301,7 +344,7 @@ def plot_scaling(bench: Path, img_dir: Path) -> tuple[Path | None, str]:
     ax.set_title(f"Attention time vs N (batch {det.get('batch')}, d = {det.get('d')}, {det.get('device')}, "
                  f"{det.get('threads')} thread(s))", fontsize=9)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7)
+    fig.legend(loc="outside lower center", fontsize=7, ncols=1, frameon=False)   # below the axes, off the data
     path = img_dir / "tensorcoder_scaling.png"
     save_figure(fig, path)
     return path, (f"From outputs/bench/tensorcoder_scaling.json: exponents fitted over N = "
@@ -349,57 +392,195 @@ def demote(markdown: str) -> str:
     return re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 2) + " ", markdown, flags=re.M)
 
 
-def bench_rows(bench_dir: Path) -> list[str]:
+BENCH_COLUMNS = ("benchmark", "value", "spread", "target", "hardware", "threads", "file")
+NOT_RECORDED = "not recorded"
+NOT_KEPT = "not kept"        # a column the report these rows were kept from did not show
+
+
+def bench_spread(result: dict) -> str:
+    """The rounds behind a ratio (IQR, range, n) or "not recorded": a ratio without them is one draw."""
+    details = result.get("details") if isinstance(result.get("details"), dict) else {}
+    spread = result.get("ratio_spread") or details.get("ratio_spread")
+    if not isinstance(spread, dict) or not {"q1", "q3", "min", "max", "n"} <= spread.keys():
+        return NOT_RECORDED
+    return (f"IQR {spread['q1']:.3g}–{spread['q3']:.3g}, range {spread['min']:.3g}–{spread['max']:.3g}, "
+            f"{spread['n']} rounds")
+
+
+def bench_machine(result: dict) -> tuple[str, str]:
+    """(hardware, threads) a result was measured on; a file from before `machine` was recorded says so."""
+    details = result.get("details") if isinstance(result.get("details"), dict) else {}
+    here = result.get("machine") if isinstance(result.get("machine"), dict) else {}
+    threads = here.get("threads", details.get("threads"))
+    if not here:
+        return NOT_RECORDED, NOT_RECORDED if threads is None else str(threads)
+    hardware = f"{here.get('cpu', 'CPU not recorded')}, {here.get('cores', '?')} cores"
+    if here.get("gpu"):
+        hardware += f", {here['gpu']}"
+    return hardware, NOT_RECORDED if threads is None else str(threads)
+
+
+def cell_text(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def bench_rows(bench_dir: Path) -> list[dict]:
+    """One row per benchmark result in `outputs/bench/*.json` (one result or a list of them per file)."""
     rows = []
     for path in sorted(bench_dir.glob("*.json")):
         try:
             results = json.loads(path.read_text())
-        except json.JSONDecodeError:
+        except (OSError, json.JSONDecodeError):
+            log.warning("%s is not readable JSON: left out of the benchmark table (`make bench` rewrites it)", path)
             continue
         for result in results if isinstance(results, list) else [results]:  # one result or a list of them
             value = result.get("value", result.get("ratio")) if isinstance(result, dict) else None
             if value is None:
                 continue
-            shown = f"{value:.3g}" if isinstance(value, (int, float)) else str(value)
-            rows.append(f"| {result.get('name', path.stem)} | {shown} | {result.get('target', '—')} | {path.name} |")
+            hardware, threads = bench_machine(result)
+            rows.append({"benchmark": result.get("name", path.stem),
+                         "value": f"{value:.3g}" if isinstance(value, (int, float)) else str(value),
+                         "spread": bench_spread(result), "target": result.get("target", "—"),
+                         "hardware": hardware, "threads": threads, "file": path.name})
     return rows
 
 
-def build_markdown(outputs: Path, img_dir: Path, page_dir: Path) -> str:
+def kept_bench_rows(previous: str) -> list[dict]:
+    """The benchmark rows of the report on disk, column by column; a column that report lacks says so."""
+    section = re.search(r"^## Benchmarks\n(.*?)(?=^## |\Z)", previous, re.M | re.S)
+    table = [ln for ln in (section.group(1).splitlines() if section else []) if ln.startswith("|")]
+    if len(table) < 3:
+        return []
+    split = lambda line: [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]  # noqa: E731
+    header = split(table[0])
+    return [{name: dict(zip(header, split(line))).get(name, NOT_KEPT) for name in BENCH_COLUMNS}
+            for line in table[2:]]
+
+
+def bench_section(bench_dir: Path, previous: str) -> list[str]:
+    """The benchmark table, measured here or kept from the report on disk (outputs/bench/ is not committed)."""
+    rows = bench_rows(bench_dir)
+    if not rows:
+        rows = [{k: v.replace("\\|", "|") for k, v in row.items()} for row in kept_bench_rows(previous)]
+    if not rows:
+        return ["Not run: `make bench` writes outputs/bench/*.json."]
+    lines = ["| " + " | ".join(BENCH_COLUMNS) + " |", "|---" * len(BENCH_COLUMNS) + "|"]
+    lines += ["| " + " | ".join(cell_text(row[name]) for name in BENCH_COLUMNS) + " |" for row in rows]
+    return lines + ["", "*Ratios measured by `make bench` (`outputs/bench/*.json`, not committed; a clone keeps "
+                        "these rows from the committed report). Spread: the per-round ratios over interleaved rounds; "
+                        "hardware and threads: the machine each result was measured on (\"not recorded\": a file "
+                        "written before benchmarks recorded it; \"not kept\": a column the report these rows were kept "
+                        "from did not show).*"]
+
+
+def paper_of(table: dict) -> str:
+    return table["table"].split("_")[0]
+
+
+def claim_counts(claims: list[dict]) -> dict:
+    """Claims by verdict, and which way the within-noise ones lean (see `verdicts.leaning`)."""
+    marks = [claim_mark(c.get("holds"), c) for c in claims]
+    noise = [c for c, m in zip(claims, marks) if m == "within noise"]
+    return {"marks": marks, "with": sum(c.get("lean") == "with" for c in noise),
+            "against": sum(c.get("lean") == "against" for c in noise),
+            "beyond_margin": sum(bool(c.get("margin_exceeded")) for c in noise), "noise": len(noise)}
+
+
+def not_run_lines(tables: list[dict], missing: list[str]) -> list[str]:
+    """What of one paper was not run, and why, as far as the table JSONs say it."""
+    parts = [f"{m} has no rendered table (`make {m.replace('_', '-')} PROFILE=quick`)" for m in missing]
+    for t in tables:
+        cells = [c for r in t["rows"] for c in r["cells"].values()]
+        empty = sum(c["ours"] is None for c in cells)
+        if not empty:
+            continue
+        why = [f"{name} not run on this profile: {reason.split('. ')[0].rstrip('.')}"
+               for name, reason in (t.get("not_run") or {}).items()]
+        rest = empty - sum(c["ours"] is None and bool(c.get("not_run")) for c in cells)
+        if rest:
+            why.append(f"{rest} without a finished run, see its notes")
+        parts.append(f"{t['table']}: {empty} of {len(cells)} cells not run ({'; '.join(why)})")
+    return parts
+
+
+def paper_summary(entries: list[dict]) -> list[str]:
+    """The page's opening: per paper, claims by verdict, the lean of the undecided ones, what did not run."""
+    lines = ["| paper | tables | cells run | claims ✓ | ✗ | within noise (means lean with / against the paper) | "
+             "noise unknown | not judged | claims not run |", "|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    missing = not_rendered(entries)
+    for paper, name in PAPERS.items():
+        tables = [e["table"] for e in entries if paper_of(e["table"]) == paper]
+        gone = [m for m in missing if m.split("_")[0] == paper]
+        counts = claim_counts([c for t in tables for c in t.get("claims", [])])
+        marks = counts["marks"]
+        cells = [c for t in tables for r in t["rows"] for c in r["cells"].values()]
+        profiles = ", ".join(f"{n} {p}" for p, n in sorted(
+            {p: sum(t.get("profile") == p for t in tables) for p in {t.get("profile") for t in tables}}.items()))
+        lines.append(f"| {name} | {len(tables)} ({profiles or 'none'}) | {sum(c['ours'] is not None for c in cells)}/"
+                     f"{len(cells)} | {marks.count('✓')} | {marks.count('✗')} | {counts['noise']} "
+                     f"({counts['with']} with / {counts['against']} against) | {marks.count('noise unknown')} | "
+                     f"{marks.count('not judged')} | {marks.count('not run')} |")
+        lean = "no claim is within noise"
+        if counts["noise"]:
+            side = ("with the paper" if counts["with"] > counts["against"] else "against the paper"
+                    if counts["against"] > counts["with"] else "evenly")
+            lean = (f"of {counts['noise']} claims within noise, the means of {counts['with']} lean with the paper and "
+                    f"of {counts['against']} against it (on balance {side})" if side != "evenly" else
+                    f"of {counts['noise']} claims within noise, the means lean with the paper and against it "
+                    f"equally ({counts['with']} each)")
+            if counts["beyond_margin"]:
+                lean += (f"; {counts['beyond_margin']} equivalence claim(s) have |d| beyond their margin, the noise "
+                         "too wide to call them ✗")
+        gaps = not_run_lines(tables, gone)
+        notes.append(f"- **{name}**: {lean}. " + (f"Not run: {'; '.join(gaps)}." if gaps else "Every cell ran."))
+    return lines + [""] + notes
+
+
+def paragraphs(markdown: str) -> str:
+    """Consecutive plain lines become separate paragraphs, so a header's lines never run together on the page."""
+    def plain(line: str) -> bool:   # not a list item, table row, heading, image, HTML or continuation line
+        return bool(line.strip()) and not re.match(r"\s|[|#><]|!\[|[-*+] |\d+\. ", line)
+
+    out: list[str] = []
+    for line in markdown.splitlines():
+        if plain(line) and out and plain(out[-1]):
+            out.append("")
+        out.append(line)
+    return "\n".join(out)
+
+
+def build_markdown(outputs: Path, img_dir: Path, page_dir: Path, previous: str = "") -> str:
+    """The page. `previous` is the report on disk: what this machine cannot rebuild is kept from it."""
     tables = load_tables(outputs)
-    # a `.partial` render was kept beside the table it did not replace (fewer cells, seeds or another recipe):
-    # the report shows the tables, never those (issue 21 X35)
-    partial = [t["stem"] for t in tables if t["stem"].endswith(".partial")]
-    tables = [t for t in tables if not t["stem"].endswith(".partial")]
     rel = lambda p: os.path.relpath(p, page_dir)  # noqa: E731  (image links relative to the page)
     lines = ["# langrepr results report", "",
-             f"Generated by `make report` at commit `{git_commit()}` from {len(tables)} rendered table(s) in "
-             f"`{outputs.name}/tables/` and the run folders, CSV logs and benchmark results found on this machine. "
+             f"Generated by `make report` from {len(tables)} rendered table(s) in `{outputs.name}/tables/` (each "
+             "carries the commit its cells ran at), the run folders and CSV logs, and the benchmark results.", "",
              "Each table cell: ours (± std over seeds) / paper / Δ = ours − paper; `python -m langrepr.tables "
              "explain <table> \"<row>\" \"<column>\"` prints the runs behind a cell.", "",
-             "## Summary", "", "| table | profile | cells run | seeds | claims | commit |", "|---|---|---|---|---|---|"]
+             "A claim is ✓ or ✗ only when the gap beats the seed noise (Welch's t, 95%); \"within noise\" lines say "
+             "which way the means lean; \"not judged\" means a side does not clear its learning floor (or the "
+             "profile does not judge); dry-run and partial renders are never shown.", "",
+             "## Summary by paper", ""]
+    lines += paper_summary(tables)
+    lines += ["", "## Summary by table", "", "| table | profile | cells run | seeds | claims | commit |",
+              "|---|---|---|---|---|---|"]
     lines += [summary_line(entry) for entry in tables]
     missing = not_rendered(tables)
     if missing:
         lines += ["", "Not rendered yet (no table JSON): " + ", ".join(
             f"{m} (`make {m.replace('_', '-')} PROFILE=quick`)" for m in missing) + "."]
-    if partial:
-        lines += ["", f"Not shown: {len(partial)} render(s) kept beside the table they did not replace ("
-                  + ", ".join(f"`{outputs.name}/tables/{p}.md`" for p in partial)
-                  + "); `make tables` said why (fewer cells or seeds, or another recipe)."]
     for entry in tables:
         t = entry["table"]
         lines += ["", f"## {t['table']} ({t.get('profile')})" + f' <a id="{entry["stem"].replace(".", "")}"></a>', ""]
-        lines.append(demote(entry["markdown"]).strip() if entry["markdown"] else generic_markdown(t))
-        figure, caption = plot_learning_curves(entry, outputs, img_dir)
+        lines.append(paragraphs(demote(entry["markdown"]).strip() if entry["markdown"] else generic_markdown(t)))
+        figure, caption = plot_learning_curves(entry, outputs, img_dir, previous, page_dir)
         lines += ["", f"![learning curves of {t['table']}]({rel(figure)})" if figure else "", "", f"*{caption}*"]
     lines += ["", "## TensorCoder attention: time vs sequence length", ""]
-    figure, caption = plot_scaling(outputs / "bench" / "tensorcoder_scaling.json", img_dir)
+    figure, caption = plot_scaling(outputs / "bench" / "tensorcoder_scaling.json", img_dir, previous)
     lines += ([f"![TensorCoder scaling]({rel(figure)})", ""] if figure else []) + [f"*{caption}*"]
-    rows = bench_rows(outputs / "bench")
-    lines += ["", "## Benchmarks", ""]
-    lines += (["| benchmark | value | target | file |", "|---|---|---|---|", *rows] if rows
-              else ["Not run: `make bench` writes outputs/bench/*.json."])
+    lines += ["", "## Benchmarks", "", *bench_section(outputs / "bench", previous)]
     grid_maps = sorted((outputs / "figures").glob("grid.*.png"))
     if grid_maps:   # the grid (issue 24, `make grid`): rows input x encoder, columns tasks
         lines += ["", "## The grid: gap to each column's floor", ""]
@@ -407,7 +588,8 @@ def build_markdown(outputs: Path, img_dir: Path, page_dir: Path) -> str:
             lines += [f"![{fig.stem}]({rel(fig)})", "", f"*{fig.stem}: points above each task's floor (label prior "
                       "or majority class) per input x encoder, mean over seeds; n/c = does not compose, ✗ = below "
                       f"the floor, * = the column's best beyond the noise (outputs/tables/{fig.stem}.md)*", ""]
-    figures = sorted(f for f in (outputs / "figures").glob("*.png") if f not in grid_maps)
+    figures = sorted(f for f in (outputs / "figures").glob("*.png") if f not in grid_maps
+                     and not f.stem.endswith(NOT_RESULTS))
     if figures:
         lines += ["", "## Paper figures", ""]
         for fig in figures:
@@ -422,8 +604,6 @@ def status_lines(outputs: Path) -> list[str]:
     shown = []
     for entry in load_tables(outputs):
         t, s = entry["table"], table_summary(entry["table"])
-        if entry["stem"].endswith(".partial"):
-            continue
         shown.append(t)
         paper = PAPERS.get(t["table"].split("_")[0], t["table"].split("_")[0])
         wall = t.get("cell_wall")
@@ -452,7 +632,7 @@ def paper_claim_lines(outputs: Path, paper: str) -> list[str]:
     lines = []
     for entry in load_tables(outputs):
         t = entry["table"]
-        if entry["stem"].endswith(".partial") or t["table"].split("_")[0] != paper:
+        if paper_of(t) != paper:
             continue
         seeds = ", ".join(map(str, t.get("seeds", []))) or "none"
         lines += ["", f"**{t['title']}** ({t.get('profile')}; seeds {seeds}; commit `{t.get('commit')}`; "
@@ -460,7 +640,11 @@ def paper_claim_lines(outputs: Path, paper: str) -> list[str]:
         for c in t.get("claims", []):
             ours = " vs ".join("—" if v is None else f"{v:.4g}" for v in c.get("ours", []))
             why = f" ({c['reason']})" if c.get("reason") and c.get("verdict") not in ("✓", "✗") else ""
-            lines.append(f"- {claim_mark(c.get('holds'), c)} {c['text']}: ours {ours}{why}")
+            if lean_words(c):   # "(means lean against the paper, |d| beyond the margin: |d| = 5.96, bound 8, margin 2)"
+                beyond = ", |d| beyond the margin" if c.get("margin_exceeded") else ""
+                why = f" (means lean {c['lean']} the paper{beyond}: {c.get('reason') or 'within noise'})"
+            mark = claim_mark(c.get("holds"), c)
+            lines.append(f"- {mark if mark in ('✓', '✗') else mark + ':'} {c['text']}: ours {ours}{why}")
         if not t.get("claims"):
             lines.append("- (no claims of the paper map onto this table)")
     return lines[1:] if lines else ["No table of this paper is rendered yet."]
@@ -482,6 +666,12 @@ def refresh_block(path: Path, name: str, lines: list[str]) -> bool:
     return True
 
 
+def cell_breaks(text: str) -> str:
+    """A narrow "ours ± std / paper / Δ" cell wraps once, after ours: never inside "74.59 ± 3.37" or "paper / Δ"."""
+    ours, *rest = text.replace(" ± ", "\u00a0±\u00a0").split(" / ")
+    return " / ".join([ours, "\u00a0/\u00a0".join(rest)]) if rest else ours
+
+
 def to_html(markdown: str, page_dir: Path) -> str:
     """The same page as HTML with every image inlined (base64), so the one file can be mailed or archived."""
     from markdown_it import MarkdownIt
@@ -495,26 +685,38 @@ def to_html(markdown: str, page_dir: Path) -> str:
 
     body = MarkdownIt("commonmark", {"html": True}).enable("table").render(
         re.sub(r"!\[([^\]]*)\]\(([^)]+\.png)\)", inline, markdown))
+    body = re.sub(r"<td>([^<]*)</td>", lambda m: f"<td>{cell_breaks(m.group(1))}</td>", body)
+    # a wide table scrolls inside its own box and long code wraps: nothing is wider than the page
     style = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;line-height:1.4}"
-             "table{border-collapse:collapse;font-size:12px;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px}"
-             "img{max-width:100%}code{background:#f4f4f4;padding:0 3px}")
+             "table{border-collapse:collapse;font-size:12px;margin:.5em 0;display:block;overflow-x:auto;"
+             "max-width:100%}td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top}"
+             "img{max-width:100%;height:auto}code{background:#f4f4f4;padding:0 3px;overflow-wrap:anywhere}"
+             "p,li{overflow-wrap:anywhere}")
     return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>langrepr results report</title>"
             f"<style>{style}</style></head><body>\n{body}</body></html>\n")
 
 
-def build_report(outputs: str | Path = "outputs", out: str | Path | None = None) -> tuple[Path, Path]:
-    """Write `report.md`, `report.html` and `img/*.png` into `out` (default `<outputs>/report`)."""
+def build_report(outputs: str | Path = "outputs", out: str | Path | None = None,
+                 root: Path | None = None) -> tuple[Path, Path]:
+    """Write `report.md`, `report.html` and `img/*.png` into `out` (default `<outputs>/report`).
+
+    The README's status rows and the docs' claim lines of the checkout `root` are refreshed too; by default
+    only when `outputs` is the project's own (a report of another outputs tree never rewrites the README).
+    """
     outputs = Path(outputs)
     if not (outputs / "tables").is_dir():
         raise UserError(f"{outputs}/tables does not exist: render a table first, e.g. `make ewe-table1`")
     out = Path(out) if out else outputs / "report"
-    markdown = build_markdown(outputs, out / "img", out)
+    previous = (out / "report.md").read_text() if (out / "report.md").is_file() else ""
+    markdown = build_markdown(outputs, out / "img", out, previous)
     write_text_atomic(out / "report.md", markdown)
     write_text_atomic(out / "report.html", to_html(markdown, out))
-    if outputs.resolve() == (PROJECT_ROOT / "outputs").resolve():  # the README's status rows, from the same JSONs
-        refresh_block(PROJECT_ROOT / "README.md", "status", status_lines(outputs))
+    if root is None and outputs.resolve() == (PROJECT_ROOT / "outputs").resolve():
+        root = PROJECT_ROOT
+    if root is not None:   # the README's status rows and the docs' claim lines, from the same JSONs
+        refresh_block(root / "README.md", "status", status_lines(outputs))
         for paper in PAPERS:
-            refresh_block(PROJECT_ROOT / "docs" / f"{paper}.md", "claims", paper_claim_lines(outputs, paper))
+            refresh_block(root / "docs" / f"{paper}.md", "claims", paper_claim_lines(outputs, paper))
     return out / "report.md", out / "report.html"
 
 

@@ -404,7 +404,21 @@ def claim_line(claim: dict, formats: list[str]) -> str:
         reason = " [deterministic: no noise test]"
     mark = verdict if verdict in ("✓", "✗") else f"{verdict}:"
     source = f" — {claim['source']}" if claim.get("source") else ""
-    return f"- {mark} {claim['text']}: {numbers}{reason}{source}"
+    return f"- {mark} {claim['text']}: {numbers}{lean_words(claim)}{reason}{source}"
+
+
+def lean_words(claim: dict) -> str:
+    """The "(means lean with/against the paper)" of a within-noise line.
+
+    An undecided verdict still says where the means point; an equivalence whose |d| is beyond its margin says
+    that too (both recorded by `verdicts.judge`).
+    """
+    if claim.get("verdict") != "within noise" or claim.get("lean") not in ("with", "against"):
+        return ""
+    beyond = ""
+    if claim.get("margin_exceeded") and claim.get("diff") is not None:
+        beyond = f"; |d| = {abs(claim['diff']):.3g} exceeds the margin {float(claim['margin']):g}"
+    return f" (means lean {claim['lean']} the paper{beyond})"
 
 
 def floor_lines(table: dict, formats: dict) -> list[str]:

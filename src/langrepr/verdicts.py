@@ -14,6 +14,10 @@ The rule, stated once:
   side leaves the noise unknown and the verdict says so instead of ✓/✗.
 - **Equivalence** (`equiv`, "comparable", "≈", "recovers the level of") carries an absolute `margin`:
   ✓ when |d| + bound ≤ margin, ✗ when |d| − bound > margin, else within noise.
+- **Which way an undecided verdict leans.** Every "within noise" (and "noise unknown") verdict carries `lean`:
+  "with" when the means alone point the paper's way (for an equivalence: |d| ≤ margin), "against" otherwise,
+  so an undecided line still says where the evidence points; `margin_exceeded` marks an equivalence whose
+  |d| is beyond its margin. Both follow from `op`, `diff` and `margin`, so they recompute from the JSON.
 - **Stability across trials** (`stabler`: a's seed spread is smaller than b's) is judged by an F-test on
   the two variances, and only with ≥ 5 seeds on each side.
 - **Deterministic counts** (parameters, FLOPs; `deterministic: true`, and `approx` against a printed value)
@@ -90,7 +94,8 @@ def judge(record: dict) -> dict:
     """
     op = record["op"]
     a, b = _side(record, "a"), _side(record, "b")
-    out: dict[str, Any] = {"holds": None, "bound": None, "se": None, "df": None, "t": None, "diff": None}
+    out: dict[str, Any] = {"holds": None, "bound": None, "se": None, "df": None, "t": None, "diff": None,
+                           "lean": None}
     if not record.get("judge", True):
         return {**out, "verdict": "not judged", "reason": record.get("no_judge_reason") or "not judged on this profile"}
     if any((record.get(name) or {}).get("stale") for name in ("a", "b")):
@@ -121,10 +126,11 @@ def judge(record: dict) -> dict:
                 "reason": "deterministic count: no seed noise to test"}
     noise = welch_bound(a, b, v) if b is not None else welch_bound(a, None)
     out.update(noise)
+    out.update(leaning(op, diff, record))
     if noise["bound"] is None:
-        leaning = "the paper's way" if _holds(op, diff, record) else "against the paper"
+        leaning_words = "the paper's way" if out["lean"] == "with" else "against the paper"
         return {**out, "holds": "unknown", "verdict": "noise unknown",
-                "reason": f"fewer than 2 seeds on a side; the means point {leaning}"}
+                "reason": f"fewer than 2 seeds on a side; the means point {leaning_words}"}
     bound = noise["bound"]
     if op == "equiv":
         margin = float(record["margin"])
@@ -134,14 +140,27 @@ def judge(record: dict) -> dict:
             holds = False
         else:
             holds = "noise"
-        return {**out, "holds": holds, "verdict": _mark(holds),
+        return {**(out if holds == "noise" else _decided(out)), "holds": holds, "verdict": _mark(holds),
                 "reason": f"|d| = {abs(diff):.4g}, bound {bound:.4g}, margin {margin:g}"}
     if abs(diff) <= bound and bound > 0:
         return {**out, "holds": "noise", "verdict": "within noise",
                 "reason": f"|d| = {abs(diff):.4g} ≤ {bound:.4g} (Welch t, {LEVEL:.0%})"}
     holds = _holds(op, diff, record)
-    return {**out, "holds": holds, "verdict": _mark(holds),
+    return {**_decided(out), "holds": holds, "verdict": _mark(holds),
             "reason": f"|d| = {abs(diff):.4g} > {bound:.4g} (Welch t, {LEVEL:.0%})"}
+
+
+def leaning(op: str, diff: float, record: dict) -> dict:
+    """Which way the means point when the noise cannot decide: {"lean": "with" | "against"} (+ margin_exceeded)."""
+    lean = {"lean": "with" if _holds(op, diff, record) else "against"}
+    if op == "equiv":
+        lean["margin_exceeded"] = abs(diff) > float(record["margin"])
+    return lean
+
+
+def _decided(out: dict) -> dict:
+    """A ✓ or ✗ verdict needs no lean: the gap beat the noise."""
+    return {k: (None if k == "lean" else v) for k, v in out.items() if k != "margin_exceeded"}
 
 
 def _holds(op: str, diff: float, record: dict) -> bool:
