@@ -64,6 +64,17 @@ NOT_RESULTS = (".dry", ".partial")   # renders that are not results: a dry run's
 
 # ---------------------------------------------------------------- reading artefacts
 
+
+def profile_arg(table: dict) -> str:
+    """` PROFILE=quick` for a table's make command; none for full or exact (a count, the same on every profile)."""
+    return "" if table.get("profile", "full") in ("full", "exact") else f" PROFILE={table['profile']}"
+
+
+def make_command(table: dict) -> str:
+    """The make target that re-runs a table's cells, as a user types it."""
+    return f"make {table['table'].replace('_', '-')}{profile_arg(table)}"
+
+
 def claim_mark(holds: Any, claim: dict | None = None) -> str:
     """The claim's recorded verdict (✓ / ✗ / within noise / noise unknown / not judged / not run)."""
     if claim and claim.get("verdict"):
@@ -222,6 +233,8 @@ def plot_learning_curves(entry: dict, outputs: Path, img_dir: Path, previous: st
                          page_dir: Path | None = None) -> tuple[Path | None, str]:
     """One figure for a table: train loss + each monitored validation metric, one line per row (seed band)."""
     table = entry["table"]
+    if table.get("profile") == "exact":   # known from the JSON, so a clone and the machine that ran it agree
+        return None, "No learning curves: the cells of this table do not train (deterministic counts)."
     groups = table_run_groups(table, outputs)
     wanted = sum(len(c.get("runs", [])) for r in table["rows"] for c in r["cells"].values())
     path = img_dir / f"curves_{entry['stem'].replace('.', '_')}.png"
@@ -236,12 +249,11 @@ def plot_learning_curves(entry: dict, outputs: Path, img_dir: Path, previous: st
     if not groups:
         if wanted and path.exists():  # a clone of a report from before captions were kept: keep the figure
             return path, ("Learning curves as committed with this report: the run folders behind them are not on "
-                          f"this machine; `make {table['table'].replace('_', '-')} PROFILE={table.get('profile')}` "
+                          f"this machine; `{make_command(table)}` "
                           "re-runs the cells and redraws them.")
         reason = ("no cell has run" if not wanted else
                   "the run folders behind this table are not on this machine (only rendered tables are committed)")
-        return None, f"No learning curves: {reason}; run `make {table['table'].replace('_', '-')} " \
-                     f"PROFILE={table.get('profile', 'full')}` to produce them."
+        return None, f"No learning curves: {reason}; run `{make_command(table)}` to produce them."
     lines = []
     for (row, cell), dirs in groups.items():
         curves = [read_curves(d) for d in dirs]
@@ -294,7 +306,7 @@ def plot_learning_curves(entry: dict, outputs: Path, img_dir: Path, previous: st
     stale = sorted(d.name for d in present if run_commit(d) not in str(table.get("commit", "")).split(","))
     if stale:  # a cell rerun after rendering: its curve may not be the run behind the number in the table
         note += (f" {len(stale)} run folder(s) were written at a commit the rendered table does not list "
-                 f"(rerun after rendering; re-render with `make tables PROFILE={table.get('profile')}`).")
+                 f"(rerun after rendering; re-render with `make tables{profile_arg(table)}`).")
     return path, f"Learning curves from the runs' CSV logs ({band}; seeds per line: " \
                  f"{', '.join(map(str, seeds))}).{note} Drawn for the render at commit `{table.get('commit')}`."
 
