@@ -435,6 +435,8 @@ def main() -> None:
     parser.add_argument("--attention-width", type=int, default=512, help="d_model of the attention comparison")
     parser.add_argument("--attention-batch", type=int, default=2)
     parser.add_argument("--attention-repeats", type=int, default=5)
+    parser.add_argument("--budget-s", type=float, default=TIME_BUDGET_S,
+                        help="seconds after which the remaining parts are recorded as skipped")
     parser.add_argument("--skip", default="", help=f"comma-separated parts to leave out: {', '.join(PARTS)}")
     parser.add_argument("--pack-seconds", type=float, default=8.0, help="timed seconds of each packing point")
     parser.add_argument("--pack-worker", help=argparse.SUPPRESS)   # one copy of the packing measurement
@@ -455,7 +457,7 @@ def main() -> None:
     began = time.perf_counter()
 
     def budget() -> float:
-        return TIME_BUDGET_S - (time.perf_counter() - began)
+        return args.budget_s - (time.perf_counter() - began)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
     peak = peak_for(name) if device.type == "cuda" else None
     record = {"name": "gpu_check", "device": str(device), "device_name": name, "small": args.small,
@@ -471,6 +473,14 @@ def main() -> None:
                            "steps (validation, test and best checkpoint off), (k2-k1)/(t2-t1); packing: copies of "
                            "the bare fp16 loop in separate processes timed together",
               "papers": {}}
+
+    slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "device"
+    out = Path(args.out) / f"gpu_check_{'small_' if args.small else ''}{slug}.json"
+
+    def save() -> None:
+        """Written after every part: a run stopped from outside (a device call's limit) keeps what it measured."""
+        record["wall_s"] = time.perf_counter() - began
+        write_json_atomic(out, record)
     for paper, row, overrides, small in CELLS:
         print(f"{paper}/{row} ...", flush=True)
         try:
@@ -478,6 +488,7 @@ def main() -> None:
         except Exception as err:  # noqa: BLE001  (one cell failing must not cost the other measurements)
             result = {"cell": overrides, "error": " ".join(str(err).split())[:400]}
         record["papers"].setdefault(paper, {})[row] = result
+        save()
         if device.type == "cuda":
             torch.cuda.empty_cache()
         for prec in PRECISIONS:
@@ -492,7 +503,7 @@ def main() -> None:
     ns = [16, 32] if args.small else ATTENTION_N
     points = []
     for n in ns:
-        if time.perf_counter() - began > TIME_BUDGET_S:
+        if budget() < 0:
             points.append({"n": n, "skipped": "time budget"})
             continue
         points.append(attention_point(n, args, device, dtype))
@@ -503,6 +514,7 @@ def main() -> None:
                            "layers": "TensorCoderAttention(8 filters, d_head = d_model) vs MultiHeadSDPAttention(8 heads "
                                      "of d_model/8); both with Q/K/V/O projections; forward only, no grad",
                            "points": points}
+    save()
     def compile_row(paper: str, row: str, overrides: list[str], small: list[str]) -> None:
         result = record["papers"][paper][row]
         if "compile" in args.skip:
@@ -520,6 +532,7 @@ def main() -> None:
             except Exception as err:  # noqa: BLE001
                 result["compile"] = {"error": " ".join(str(err).split())[:300]}
             print(f"  {result['compile']}", flush=True)
+        save()
 
     compile_row(*CELLS[LOOP_CELL])                 # first TensorCoder's PTB cell: what the one-call column runs
     tc = record["papers"]["tensorcoder"][CELLS[LOOP_CELL][1]]
@@ -537,6 +550,7 @@ def main() -> None:
                           "lightning_vs_bare": lightning["steps_per_s"] / bare if bare and "steps_per_s" in lightning
                           else None}
         print(f"  {lightning}", flush=True)
+        save()
     if "packing" in args.skip:
         record["packing"] = {"skipped": "--skip packing"}
     else:
@@ -544,6 +558,7 @@ def main() -> None:
         record["packing"] = packing(args, budget)
         for point in record["packing"]["points"]:
             print(f"  {point}", flush=True)
+        save()
     if "loop" not in args.skip and has_compile:
         for mode in COMPILE_MODES:
             if budget() < 90:
@@ -556,10 +571,7 @@ def main() -> None:
     for paper, row, overrides, small in CELLS:     # compile last: the slowest part
         if row != CELLS[LOOP_CELL][1]:
             compile_row(paper, row, overrides, small)
-    record["wall_s"] = time.perf_counter() - began
-    slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "device"
-    out = Path(args.out) / f"gpu_check_{'small_' if args.small else ''}{slug}.json"
-    write_json_atomic(out, record)
+    save()
     print(f"wrote {out} ({record['wall_s']:.0f} s)")
 
 

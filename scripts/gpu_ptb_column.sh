@@ -2,7 +2,7 @@
 # TensorCoder Table 1's PTB column at the full profile in one GPU call (issue 32 item 4): 5 models x 3 seeds x
 # 20,000 steps plus the unigram reference row, all cells packed on the one GPU (hydra/launcher=joblib), then the
 # table rendered and everything a later session needs tarred into $OUT (at most 8 files come back):
-#   gpu_check_<gpu>.json    scripts/gpu_check.py first (GPU_CHECK=0 skips it), capped at GPU_CHECK_S seconds
+#   gpu_check_<gpu>.json    scripts/gpu_check.py first (GPU_CHECK=0 skips it), in GPU_CHECK_S seconds (200)
 #   ptb_column_runs.tar.gz  every cell folder (metrics.json, config, CSV curves; no checkpoints)
 #   tensorcoder_table1.*    the rendered table (partial when cells did not finish)
 #   column.log              what ran, for how long, how far each cell got; train.log the sweep's console
@@ -44,7 +44,7 @@ else
   root=${RUN_ROOT:-outputs}
   pack=${PACK:-18}                                  # 6 rows x 3 seeds: every PTB cell at once
   cells=()
-  check=(--max-seconds 2)
+  check=(--max-seconds 2 --budget-s $(( ${GPU_CHECK_S:-200} - 40 )))
   gpu_check=${GPU_CHECK:-1}
 fi
 switches=()
