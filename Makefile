@@ -11,6 +11,9 @@ RENDER := $(PY) -m langrepr.tables $(if $(DRY),--dry)
 # DRY=1: every table target runs its cells as dry runs at full size (conf/debug/dry.yaml: 2 steps, micro-batches of
 # 2, outputs/dry/...) and renders <table>.dry.md; every cell marked dry, never a result
 override ARGS += $(if $(DRY),debug=dry)
+# PACK=N: N cells of a sweep at once on this machine (one GPU shared), each its own process, lock and record, through
+# hydra-joblib-launcher (conf/hydra/launcher/joblib.yaml); a failed cell's line and exit 2 reach this console
+override ARGS += $(if $(PACK),hydra/launcher=joblib hydra.launcher.n_jobs=$(PACK))
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-all lint smoke bench tables clean \
@@ -20,7 +23,7 @@ override ARGS += $(if $(DRY),debug=dry)
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  \033[1m%-22s\033[0m %s\n", $$1, $$2}'
-	@echo "  PROFILE=quick|full (default full = the paper's settings); DRY=1: a dry run of every cell at full size"
+	@echo "  PROFILE=quick|full (default full = the paper's settings); DRY=1: a dry run of every cell at full size; PACK=N: N cells at once"
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -23,6 +23,7 @@ import copy
 import csv
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +188,33 @@ def ddp_trainer(effective_batch: Any = None, **trainer_kwargs: Any) -> SpawnedDD
     """
     callbacks = [*(trainer_kwargs.pop("callbacks", None) or []), ReportProgress()]
     return SpawnedDDPTrainer(callbacks=callbacks, **trainer_kwargs)
+
+
+# ---------------------------------------------------------------- launchers that run cells in other processes
+
+
+class FailedCell(str):
+    """What a multirun cell returns when it failed with a one-line reason (a `str`, so it pickles anywhere).
+
+    Under a launcher that runs the cell in another process (joblib's loky workers, submitit jobs) the cell's
+    `error: ...` line and the sweep's exit code would stay in that process; the launcher reads this back instead.
+    """
+
+
+def report_failed_cells(returns: Any) -> None:
+    """After a launch: one `error: <cell>: <reason>` line per failed cell on this console, then exit 2.
+
+    Called once every job of the launch has finished, so a failed cell never costs the others their run.
+    """
+    failed = []
+    for job in returns or []:
+        value = getattr(job, "_return_value", None)
+        if isinstance(value, FailedCell):
+            folder = Path(str(job.hydra_cfg.hydra.runtime.output_dir)).name if job.hydra_cfg else "a cell"
+            failed.append(f"{folder}: {value}")
+    for line in failed:
+        print(f"error: {line}", file=sys.stderr, flush=True)
+    if failed:
+        print(f"error: {len(failed)} of {len(returns)} cells failed (their lines above; each cell's metrics.json "
+              "keeps its status); rerun with ckpt_path=auto to resume the others' finished work", file=sys.stderr)
+        sys.exit(2)

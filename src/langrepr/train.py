@@ -30,7 +30,7 @@ from langrepr.confpaths import CONF_DIR, config_groups, group_options
 from langrepr.data import integrity
 from langrepr.errors import Diverged, UserError, one_line, unknown_choice, write_failure
 from langrepr.metric_versions import METRIC_VERSIONS
-from langrepr.scale_out import fit_batch_to_devices, is_writer, write_record
+from langrepr.scale_out import FailedCell, fit_batch_to_devices, is_writer, write_record
 from langrepr.utils import git_commit, package_versions, write_text_atomic
 from langrepr.validation import canonical_overrides, check_command_line, validate_config
 
@@ -453,7 +453,7 @@ def user_message(err: BaseException) -> str | None:
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
-def _hydra_main(cfg: DictConfig) -> None:
+def _hydra_main(cfg: DictConfig) -> FailedCell | None:
     from hydra.types import RunMode
 
     output_dir = HydraConfig.get().runtime.output_dir
@@ -467,6 +467,7 @@ def _hydra_main(cfg: DictConfig) -> None:
         if HydraConfig.get().mode != RunMode.MULTIRUN:
             sys.exit(2)
         FAILED_CELLS.append(Path(output_dir).name)   # the other cells of the sweep still run
+        return FailedCell(" ".join(message.split()))  # for a launcher whose cells run in other processes (scale_out)
 
 
 def main() -> None:

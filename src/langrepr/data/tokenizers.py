@@ -16,6 +16,7 @@ alignment a word tagger labels (the first piece of each word carries its tag, th
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -219,7 +220,7 @@ class SubwordTokenizer:
         else:
             tok = self._train(texts)
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")   # per process: packed cells build one vocabulary at once
             tok.save(str(tmp))
             tmp.replace(path)  # atomic: a crash never leaves a torn vocabulary
         tok.enable_truncation(self.max_length)

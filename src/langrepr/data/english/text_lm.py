@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -173,7 +174,7 @@ class TextLMDataModule(SplitLoaders, pl.LightningDataModule):
                 vocab["<unk>"] = unk = len(vocab)
             payload[split] = to_blocks([vocab.get(t, unk) for t in toks], self.seq_len)
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp")
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")   # per process: packed cells (PACK=N) build one cache at once
         torch.save(payload, tmp)
         tmp.replace(cache)
 

@@ -23,6 +23,7 @@ import gzip
 import hashlib
 import html
 import json
+import os
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -221,7 +222,7 @@ class TranslationDataModule(SplitLoaders, pl.LightningDataModule):
         train = self._all_pairs()["train"]
         tok = train_bpe([s for s, _ in train] + [t for _, t in train], self.vocab_size, self.min_frequency)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")   # per process: packed cells (PACK=N) train one tokenizer at once
         tok.save(str(tmp))
         tmp.replace(path)
 
