@@ -1,7 +1,8 @@
 """Lightning callbacks and the checkpoint writer that make a run safe to stop, resume and trust.
 
-- `NonFiniteGuard`: a NaN/inf training loss or validation metric stops the run at once with one line
-  (step, value, learning rate) instead of training on and recording a meaningless "finished" cell.
+- `NonFiniteGuard`: a NaN/inf training loss or validation metric stops the run with one line (step, value,
+  learning rate) instead of training on and recording a meaningless "finished" cell; a training loss is checked
+  on the device and read back at logging steps, step checkpoints and epoch ends (no per-step host sync).
 - `LastCheckpoint`: writes `last.ckpt` at the end of every epoch (and every N steps when asked),
   whatever the monitored metric does, stamped with the cell's fingerprint, the wall time spent so far
   and the RNG states (global torch/numpy/python and the training sampler's own generator) that make

@@ -22,9 +22,11 @@ def parameter_groups(module: nn.Module, weight_decay: float) -> list[dict]:
 
 
 def fusable(optimizer_factory: Callable[..., torch.optim.Optimizer], groups: list[dict]) -> bool:
-    """Whether to build the optimizer with `fused=True`: it takes the argument, the config leaves it unset, and
-    every parameter is on CUDA (one fused kernel per step instead of a handful per parameter tensor; numbers equal
-    to the unfused update within float rounding)."""
+    """Whether to build the optimizer with `fused=True` (one kernel per step instead of several per tensor).
+
+    Only when it takes the argument, the config leaves it unset and every parameter is on CUDA; the update is the
+    unfused one within float rounding.
+    """
     target = getattr(optimizer_factory, "func", optimizer_factory)
     try:
         takes = "fused" in inspect.signature(target).parameters
