@@ -423,3 +423,21 @@ def test_masked_states_equal_boolean_indexing():
     hidden = torch.randn(3, 7, 5)
     masked = torch.rand(3, 7) < 0.3
     assert torch.equal(masked_states(hidden, masked, int(masked.sum())), hidden[masked])
+
+
+@pytest.mark.parametrize("every, reads", [(None, 1), (1, 4)])   # 4 steps, log_every_n_steps=4
+def test_the_progress_bar_reads_its_metrics_at_logging_steps(monkeypatch, tmp_path, every, reads):
+    """Rich's bar reads `train/loss` (a device tensor) on the host whenever it updates its metrics."""
+    from langrepr.callbacks import ProgressBar
+
+    calls = []
+    original = pl.callbacks.RichProgressBar.get_metrics
+    monkeypatch.setattr(pl.callbacks.RichProgressBar, "get_metrics",
+                        lambda self, *a: calls.append(1) or original(self, *a))
+    task, batch = causal()
+    loader = torch.utils.data.DataLoader([batch] * 4, batch_size=None, collate_fn=lambda b: b)
+    trainer = pl.Trainer(accelerator="cpu", max_steps=4, logger=False, enable_checkpointing=False,
+                         enable_model_summary=False, log_every_n_steps=4, limit_val_batches=0,
+                         callbacks=[ProgressBar(every_n_steps=every)])
+    trainer.fit(task, train_dataloaders=loader)
+    assert len(calls) == reads + 1            # + the bar's update when the epoch ends

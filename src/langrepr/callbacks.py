@@ -30,7 +30,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
-from pytorch_lightning.callbacks import Checkpoint
+from pytorch_lightning.callbacks import Checkpoint, RichProgressBar
 
 from langrepr.errors import Diverged, UserError, write_failure
 
@@ -168,6 +168,24 @@ class NonFiniteGuard(pl.Callback):
             v = float(value) if isinstance(value, torch.Tensor) and value.numel() == 1 else value
             if name.startswith("val/") and isinstance(v, float) and not math.isfinite(v):
                 self._stop(trainer, name, v)
+
+
+class ProgressBar(RichProgressBar):
+    """Lightning's Rich bar, whose shown metrics are refreshed every `every_n_steps` steps, not every batch.
+
+    Rich reads the bar's metrics (`train/loss`, logged with prog_bar=True) on the host after every batch: on a
+    GPU that is one synchronisation per step. Here they are read every `every_n_steps` optimiser steps (default:
+    the trainer's `log_every_n_steps`, when Lightning reads them anyway); the step counter still moves every batch.
+    """
+
+    def __init__(self, every_n_steps: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.every_n_steps = every_n_steps
+
+    def _update_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        every = self.every_n_steps or max(1, int(trainer.log_every_n_steps))
+        if not trainer.training or trainer.global_step % every == 0:
+            super()._update_metrics(trainer, pl_module)
 
 
 # ---------------------------------------------------------------- last checkpoint + resume state

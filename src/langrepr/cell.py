@@ -177,6 +177,8 @@ def legacy_fingerprint(cfg: DictConfig) -> str:
     callbacks = plain.get("callbacks") or {}
     for key in ("last_checkpoint", "non_finite"):       # added with this scheme; absent from older records
         callbacks.pop(key, None)
+    if isinstance(callbacks.get("progress"), dict) and callbacks["progress"].get("_target_") == "langrepr.callbacks.ProgressBar":
+        callbacks["progress"] = {"_target_": "pytorch_lightning.callbacks.RichProgressBar"}   # how it was written then
     if isinstance(callbacks.get("checkpoint"), dict) and callbacks["checkpoint"].get("save_last") is False:
         callbacks["checkpoint"]["save_last"] = True
     return hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:16]

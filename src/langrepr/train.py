@@ -25,7 +25,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from langrepr import cell
-from langrepr.callbacks import AtomicCheckpointIO, LastCheckpoint, NonFiniteGuard
+from langrepr.callbacks import AtomicCheckpointIO, LastCheckpoint, NonFiniteGuard, ProgressBar
 from langrepr.confpaths import CONF_DIR, config_groups, group_options
 from langrepr.data import integrity
 from langrepr.errors import Diverged, UserError, one_line, write_failure
@@ -107,8 +107,8 @@ def apply_step_switches(switches: dict[str, Any], dm: Any, task: Any, callbacks:
             log.info("pad_to_fixed: %s has no such switch (its batches keep their shapes)", type(dm).__name__)
     if not switches["sync_free"]:
         for cb in callbacks:
-            if isinstance(cb, NonFiniteGuard) and cb.every_n_steps is None:
-                cb.every_n_steps = 1                          # the pre-issue-32 guard: read back every step
+            if isinstance(cb, (NonFiniteGuard, ProgressBar)) and cb.every_n_steps is None:
+                cb.every_n_steps = 1                          # as before issue 32: read back every step
         if hasattr(task, "sync_free"):
             task.sync_free = False
     task.fused_optimizer = switches["fused_optimizer"]        # tasks/optim.configure: only when all on CUDA
