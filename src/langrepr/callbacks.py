@@ -1,7 +1,8 @@
 """Lightning callbacks and the checkpoint writer that make a run safe to stop, resume and trust.
 
-- `NonFiniteGuard`: a NaN/inf training loss or validation metric stops the run at once with one line
-  (step, value, learning rate) instead of training on and recording a meaningless "finished" cell.
+- `NonFiniteGuard`: a NaN/inf training loss or validation metric stops the run with one line (step, value,
+  learning rate) instead of training on and recording a meaningless "finished" cell; a training loss is checked
+  on the device and read back at logging steps, step checkpoints and epoch ends (no per-step host sync).
 - `LastCheckpoint`: writes `last.ckpt` at the end of every epoch (and every N steps when asked),
   whatever the monitored metric does, stamped with the cell's fingerprint, the wall time spent so far
   and the RNG states (global torch/numpy/python and the training sampler's own generator) that make
@@ -29,7 +30,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
-from pytorch_lightning.callbacks import Checkpoint
+from pytorch_lightning.callbacks import Checkpoint, RichProgressBar
 
 from langrepr.errors import Diverged, UserError, write_failure
 
@@ -98,7 +99,23 @@ def _configured_lr(trainer: pl.Trainer) -> float | None:
 
 
 class NonFiniteGuard(pl.Callback):
-    """Stop with `Diverged` at the first non-finite training loss or validation metric."""
+    """Stop with `Diverged` at a non-finite training loss or validation metric.
+
+    Reading a CUDA tensor on the host waits for the GPU to drain its queue, so checking every step's loss would
+    stall every step. The guard instead ORs "this loss is not finite" into a flag on the loss's device and reads
+    it back only every `every_n_steps` optimiser steps (default: the trainer's `log_every_n_steps`, when
+    Lightning reads the logged values back anyway) and at each epoch end, before the checkpoint of that epoch.
+    So the step in the message is the check at which the divergence was seen (it began at most `every_n_steps`
+    steps earlier); the value is the first non-finite loss. `every_n_steps=1` checks every step.
+    """
+
+    def __init__(self, every_n_steps: int | None = None) -> None:
+        if every_n_steps is not None and every_n_steps < 1:
+            raise ValueError(f"callbacks.non_finite.every_n_steps={every_n_steps}: use null or a positive number")
+        self.every_n_steps = every_n_steps
+        self._bad: torch.Tensor | None = None      # device flag: a non-finite loss since the last check
+        self._value: torch.Tensor | None = None    # the first such loss (mean over its elements)
+        self._checked_step = -1
 
     def _stop(self, trainer: pl.Trainer, what: str, value: float) -> None:
         lr = _configured_lr(trainer)
@@ -106,19 +123,69 @@ class NonFiniteGuard(pl.Callback):
         raise Diverged(f"training diverged: {what} = {value} at step {trainer.global_step} (epoch "
                        f"{trainer.current_epoch}); {hint} or add trainer.gradient_clip_val=1.0, then rerun with force=true")
 
+    def _check(self, trainer: pl.Trainer) -> None:
+        """Read the device flag back (the only host-device synchronisation the guard makes)."""
+        if self._bad is not None and bool(self._bad):
+            self._stop(trainer, "train loss", float(self._value))
+        self._bad = self._value = None
+
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-        if isinstance(loss, torch.Tensor) and not bool(torch.isfinite(loss.detach()).all()):
-            self._stop(trainer, "train loss", float(loss.detach().float().mean()))
+        if isinstance(loss, torch.Tensor):
+            loss = loss.detach()
+            bad = ~torch.isfinite(loss).all()
+            value = loss.float().mean()
+            if self._bad is None:
+                self._bad, self._value = bad, value
+            else:   # keep the first non-finite value: later steps of a diverged run are NaN anyway
+                self._value = torch.where(self._bad, self._value, value)
+                self._bad = self._bad | bad
+        if self._due(trainer):
+            self._check(trainer)
+
+    def _due(self, trainer: pl.Trainer) -> bool:
+        """A check step: every `every_n_steps`, and before any step checkpoint (no NaN weights in last.ckpt)."""
+        step = trainer.global_step
+        if step == self._checked_step:          # gradient accumulation: several batches end on one step
+            return False
+        periods = [self.every_n_steps or max(1, int(trainer.log_every_n_steps))]
+        periods += [getattr(cb, "every_n_train_steps", None) or getattr(cb, "_every_n_train_steps", None)
+                    for cb in trainer.checkpoint_callbacks]
+        if any(p and step % p == 0 for p in periods):
+            self._checked_step = step
+            return True
+        return False
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._check(trainer)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
             return
+        self._check(trainer)              # mid-epoch validation (val_check_interval): before its checkpoint
         for name, value in trainer.callback_metrics.items():
             v = float(value) if isinstance(value, torch.Tensor) and value.numel() == 1 else value
             if name.startswith("val/") and isinstance(v, float) and not math.isfinite(v):
                 self._stop(trainer, name, v)
+
+
+class ProgressBar(RichProgressBar):
+    """Lightning's Rich bar, whose shown metrics are refreshed every `every_n_steps` steps, not every batch.
+
+    Rich reads the bar's metrics (`train/loss`, logged with prog_bar=True) on the host after every batch: on a
+    GPU that is one synchronisation per step. Here they are read every `every_n_steps` optimiser steps (default:
+    the trainer's `log_every_n_steps`, when Lightning reads them anyway); the step counter still moves every batch.
+    """
+
+    def __init__(self, every_n_steps: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.every_n_steps = every_n_steps
+
+    def _update_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        every = self.every_n_steps or max(1, int(trainer.log_every_n_steps))
+        if not trainer.training or trainer.global_step % every == 0:
+            super()._update_metrics(trainer, pl_module)
 
 
 # ---------------------------------------------------------------- last checkpoint + resume state

@@ -48,7 +48,9 @@ from langrepr.metric_versions import stale_metrics
 log = logging.getLogger("langrepr.train")
 
 # keys that say where/how a cell is written or shown, not what it computes
-NOT_IDENTITY = ("ckpt_path", "force", "logger", "table", "hydra", "supported_datasets", "seeds")
+# the training-step switches (conf/train.yaml, train.step_switches): how fast a step runs, not what it computes
+STEP_SWITCHES = ("compile", "pad_to_fixed", "sync_free", "fused_optimizer", "matmul_precision")
+NOT_IDENTITY = ("ckpt_path", "force", "logger", "table", "hydra", "supported_datasets", "seeds", *STEP_SWITCHES)
 KEEP_ON_RESTART = (".hydra", ".lock")   # Hydra's record of this invocation, and the lock this run holds
 # what each non-train stage reads from the config (besides its seed); a train cell reads all of it
 STAGE_NODES = {"pipeline": ("pipeline",), "stats": ("stats",), "count": ("model.net", "count_net_kwargs")}
@@ -170,11 +172,13 @@ def legacy_fingerprints(cfg: DictConfig) -> set[str]:
 def legacy_fingerprint(cfg: DictConfig) -> str:
     """The pre-digest fingerprint (unresolved config), accepted for cells finished before it changed."""
     plain = OmegaConf.to_container(cfg, resolve=False)
-    for key in ("paths", "ckpt_path", "force", "logger", "table", "supported_datasets"):
+    for key in ("paths", "ckpt_path", "force", "logger", "table", "supported_datasets", *STEP_SWITCHES):
         plain.pop(key, None)
     callbacks = plain.get("callbacks") or {}
     for key in ("last_checkpoint", "non_finite"):       # added with this scheme; absent from older records
         callbacks.pop(key, None)
+    if isinstance(callbacks.get("progress"), dict) and callbacks["progress"].get("_target_") == "langrepr.callbacks.ProgressBar":
+        callbacks["progress"] = {"_target_": "pytorch_lightning.callbacks.RichProgressBar"}   # how it was written then
     if isinstance(callbacks.get("checkpoint"), dict) and callbacks["checkpoint"].get("save_last") is False:
         callbacks["checkpoint"]["save_last"] = True
     return hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -25,7 +25,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from langrepr import cell
-from langrepr.callbacks import AtomicCheckpointIO, LastCheckpoint
+from langrepr.callbacks import AtomicCheckpointIO, LastCheckpoint, NonFiniteGuard, ProgressBar
 from langrepr.confpaths import CONF_DIR, config_groups, group_options
 from langrepr.data import integrity
 from langrepr.errors import Diverged, UserError, one_line, unknown_choice, write_failure
@@ -70,6 +70,53 @@ def resolve_precision(trainer_cfg: DictConfig, cpuinfo: str = "/proc/cpuinfo") -
                     "this run uses fp32.", precision)
         trainer_cfg = OmegaConf.merge(trainer_cfg, {"precision": "32-true"})
     return trainer_cfg
+
+
+# ---------------------------------------------------------------- training-step switches (docs/framework.md)
+
+COMPILE_MODES = ("none", "default", "reduce-overhead")
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+
+
+def step_switches(cfg: DictConfig) -> dict[str, Any]:
+    """The training-step switches of conf/train.yaml, checked (one line for a bad value).
+
+    They change how fast a step runs, not what it computes (each has a CPU equivalence test), so they are not
+    part of a cell's identity (`cell.NOT_IDENTITY`); the record keeps them (`step_switches` in metrics.json).
+    """
+    switches = {"compile": cfg.get("compile") or "none", "sync_free": cfg.get("sync_free", True),
+                "pad_to_fixed": cfg.get("pad_to_fixed", False), "fused_optimizer": cfg.get("fused_optimizer", True),
+                "matmul_precision": cfg.get("matmul_precision", "high")}
+    if switches["compile"] not in COMPILE_MODES:
+        raise UserError(f"compile={switches['compile']}: choose one of {', '.join(COMPILE_MODES)}")
+    if switches["matmul_precision"] not in MATMUL_PRECISIONS:
+        raise UserError(f"matmul_precision={switches['matmul_precision']}: choose one of "
+                        f"{', '.join(MATMUL_PRECISIONS)}")
+    for key in ("sync_free", "pad_to_fixed", "fused_optimizer"):
+        if not isinstance(switches[key], bool):
+            raise UserError(f"{key}={switches[key]}: choose true or false")
+    return switches
+
+
+def apply_step_switches(switches: dict[str, Any], dm: Any, task: Any, callbacks: list) -> None:
+    """Hand the switches to the objects they act on (before fit; the datamodule before its first loader)."""
+    if switches["pad_to_fixed"]:
+        if hasattr(dm, "pad_to_fixed"):
+            dm.pad_to_fixed = True
+        else:
+            log.info("pad_to_fixed: %s has no such switch (its batches keep their shapes)", type(dm).__name__)
+    if not switches["sync_free"]:
+        for cb in callbacks:
+            if isinstance(cb, (NonFiniteGuard, ProgressBar)) and cb.every_n_steps is None:
+                cb.every_n_steps = 1                          # as before issue 32: read back every step
+        if hasattr(task, "sync_free"):
+            task.sync_free = False
+    task.fused_optimizer = switches["fused_optimizer"]        # tasks/optim.configure: only when all on CUDA
+    if switches["matmul_precision"] != "highest" and torch.cuda.is_available():
+        torch.set_float32_matmul_precision(switches["matmul_precision"])   # TF32 for fp32 matmuls on tensor cores
+    if switches["compile"] != "none":
+        # in place (nn.Module.compile): the state_dict keys, hence checkpoints, stay those of the eager net
+        task.net.compile(mode=switches["compile"])
 
 
 def parameter_counts(net: torch.nn.Module) -> dict[str, int]:
@@ -127,6 +174,7 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
     choices, overrides = hydra_choices()
     dry_sized(cfg)                                       # debug=dry only
     validate_config(cfg, choices)                        # before any data is read
+    step_switches(cfg)
     stage = cfg.get("stage", "train")
     if stage in ("train", "count") and OmegaConf.select(cfg, "model.net._target_", default=None) is None:
         raise UserError(f"stage={stage} builds a network but model.net names none (model={choices.get('model', '?')}): "
@@ -317,6 +365,8 @@ def run_training(cfg: DictConfig, output_dir: Path, record: dict, *, started: fl
     enable_wandb_offline_without_key(cfg)
     loggers = [instantiate(c) for c in cfg.get("logger", {}).values() if c is not None]
     callbacks = [instantiate(c) for c in cfg.get("callbacks", {}).values() if c is not None]
+    record["step_switches"] = step_switches(cfg)
+    apply_step_switches(record["step_switches"], dm, task, callbacks)
     last = next((c for c in callbacks if isinstance(c, LastCheckpoint)), None)
     if last is not None:
         last.fingerprint, last.data_digest = record["fingerprint"], record["data_digest"]

@@ -98,24 +98,28 @@ class CausalLMTask(NLLTask):
             self.net.input_embedding.weight.grad = None     # AdamW skips a parameter without a gradient
 
     # ---------------------------------------------------------------- steps
-    def _nll(self, batch: dict) -> tuple[Tensor, int]:
+    def _nll(self, batch: dict) -> tuple[Tensor, Tensor]:
+        """(mean NLL over the real targets, their number), both device tensors: nothing is read on the host.
+
+        A batch without targets gives 0 (with zero gradients) and weight 0, so it adds nothing to a mean.
+        """
         logits = self.net(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
         targets, valid = next_token_targets(batch["input_ids"], batch["attention_mask"])
-        n = int(valid.sum())
-        if n == 0:
-            return logits.sum() * 0.0, 0
-        return F.cross_entropy(logits[:, :-1][valid].float(), targets[valid]), n
+        n = valid.sum()
+        summed = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), targets.masked_fill(~valid, -100).flatten(),
+                                 ignore_index=-100, reduction="sum")
+        return summed / n.clamp(min=1), n
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
-        loss, n = self._nll(batch)
-        self.log("train/loss", loss, prog_bar=True, batch_size=max(n, 1))
-        self.log("train/embedding_frozen", float(self.embedding_frozen()), batch_size=max(n, 1))
+        loss, _ = self._nll(batch)
+        size = batch["input_ids"].shape[0]   # per-step values: batch_size weights only epoch means (a shape: no sync)
+        self.log("train/loss", loss, prog_bar=True, batch_size=size)
+        self.log("train/embedding_frozen", float(self.embedding_frozen()), batch_size=size)
         return loss
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         loss, n = self._nll(batch)
-        if n:
-            self.val_nll.update(loss, weight=n)
+        self.val_nll.update(loss, weight=n)
 
     def on_validation_epoch_end(self) -> None:
         nll = self.log_val_nll()
@@ -127,8 +131,7 @@ class CausalLMTask(NLLTask):
 
     def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
         loss, n = self._nll(batch)
-        if n:
-            self.test_nll[dataloader_idx].update(loss, weight=n)
+        self.test_nll[dataloader_idx].update(loss, weight=n)
 
 
 def causal_unigram_ppl(datamodule: Any, output_dir: str, smoothing: float = 1.0) -> dict[str, float]:

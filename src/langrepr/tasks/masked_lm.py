@@ -20,6 +20,7 @@ from langrepr.tasks.base import NLLTask
 
 IGNORE_INDEX = -100
 EVAL_MASK_SEED = 1234  # default seed of the fixed validation/test masks
+SYNC_FREE_DEVICES = ("cuda",)  # where `MaskedLMTask.sync_free` scores every position (a host read waits there)
 
 
 def mask_tokens(
@@ -34,7 +35,8 @@ def mask_tokens(
     """BERT masking: returns (corrupted input_ids, labels with IGNORE_INDEX at unchosen positions).
 
     Random replacements are drawn from ids >= num_special_tokens (never padding or [MASK]).
-    At least one token per batch is chosen, so the loss is always defined.
+    At least one token per batch is chosen (the first real one when the draw chose none), so the loss is always
+    defined; decided on the device, so that masking never waits for the GPU.
     """
     device = input_ids.device
     gen_device = generator.device if generator is not None else device  # eval masks: a CPU generator
@@ -44,8 +46,9 @@ def mask_tokens(
     random_ids = torch.randint(num_special_tokens, vocab_size, input_ids.shape, generator=generator,
                                device=gen_device).to(device)
     chosen = (u < mask_prob) & real
-    if not chosen.any():
-        chosen[tuple(real.nonzero()[0])] = True
+    flat = real.flatten()
+    first_real = (flat & (flat.cumsum(0) == 1)).view_as(real)      # row-major, as real.nonzero()[0]
+    chosen = chosen | (first_real & ~chosen.any())
     labels = torch.where(chosen, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
     corrupted = torch.where(chosen & (r < 0.8), torch.full_like(input_ids, mask_token_id), input_ids)
     corrupted = torch.where(chosen & (r >= 0.8) & (r < 0.9), random_ids, corrupted)
@@ -71,7 +74,15 @@ class MaskedLMTask(NLLTask):
     Args:
         mask_token_id / num_special_tokens: come from the datamodule's ``task_kwargs`` (its vocabulary).
         eval_mask_seed: seed of the fixed validation/test masks.
+
+    `sync_free` (set by `langrepr.train` from the top-level `sync_free` switch): on a CUDA batch, training scores
+    every position's logits and lets the loss ignore the unchosen ones, instead of projecting only the chosen
+    positions: how many were chosen is a device value, and gathering them would make the host wait for the GPU
+    every step. Same loss (float rounding apart), more output-layer work; on a CPU nothing waits, so the cheaper
+    gather stays.
     """
+
+    sync_free = True
 
     tracked = ("val_nll_best",)   # best-so-far trackers, carried through checkpoints (tasks/trackers.py)
 
@@ -92,19 +103,26 @@ class MaskedLMTask(NLLTask):
         self.mask_prob, self.eval_mask_seed = mask_prob, eval_mask_seed
         self.val_nll, self.val_nll_best = MeanMetric(), MinMetric()
 
-    def _loss(self, batch: dict, generator: torch.Generator | None) -> tuple[Tensor, int]:
+    def _loss(self, batch: dict, generator: torch.Generator | None, every_position: bool = False
+              ) -> tuple[Tensor, Tensor]:
+        """(mean NLL over the chosen positions, their number as a device tensor)."""
         ids, labels = mask_tokens(batch["input_ids"], batch["attention_mask"], self.mask_token_id,
                                   self.net.vocab_size, self.num_special_tokens, self.mask_prob, generator)
         chosen = labels != IGNORE_INDEX
+        if every_position:
+            logits = self.net(input_ids=ids, attention_mask=batch["attention_mask"])  # (B, N, V)
+            return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX), \
+                chosen.sum()
         logits = self.net(input_ids=ids, attention_mask=batch["attention_mask"], select=chosen)  # (K, V)
-        return F.cross_entropy(logits.float(), labels[chosen]), int(chosen.sum())
+        return F.cross_entropy(logits.float(), labels[chosen]), chosen.sum()
 
     def _eval_generator(self, batch_idx: int, dataloader_idx: int = 0) -> torch.Generator:
         return eval_mask_generator(self.eval_mask_seed, batch_idx, dataloader_idx)
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
-        loss, n = self._loss(batch, None)
-        self.log("train/loss", loss, prog_bar=True, batch_size=n)
+        loss, _ = self._loss(batch, None, every_position=self.sync_free and batch["input_ids"].device.type in SYNC_FREE_DEVICES)
+        # a per-step value: batch_size only weights epoch means, so the sequence count (a shape, no sync) does
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch["input_ids"].shape[0])
         return loss
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:

@@ -141,15 +141,17 @@ class TranslationTask(NetTask):
                         decoder_input_ids=batch["decoder_input_ids"],
                         decoder_attention_mask=batch["decoder_attention_mask"])
 
-    def _losses(self, batch: dict) -> tuple[Tensor, Tensor, int]:
+    def _losses(self, batch: dict) -> tuple[Tensor, Tensor, Tensor]:
+        """(smoothed loss, NLL, number of target tokens): device tensors, nothing read on the host."""
         logits = self._logits(batch).float().flatten(0, 1)
         labels = batch["labels"].flatten()
         smoothed, nll = smoothed_and_nll(logits, labels, self.label_smoothing)
-        return smoothed, nll, int((labels != IGNORE_INDEX).sum())
+        return smoothed, nll, (labels != IGNORE_INDEX).sum()
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
-        loss, _, n = self._losses(batch)
-        self.log("train/loss", loss, prog_bar=True, batch_size=n)
+        loss, _, _ = self._losses(batch)
+        # a per-step value: batch_size only weights epoch means, so the sentence count (a shape, no sync) does
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch["labels"].shape[0])
         return loss
 
     def _translate(self, batch: dict, beam_size: int) -> list[str]:
@@ -170,7 +172,7 @@ class TranslationTask(NetTask):
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         loss, nll, n = self._losses(batch)
         self.val_nll.update(nll, weight=n)
-        self.log("val/loss", loss, batch_size=n)
+        self.log("val/loss", loss, batch_size=int(n))
         if self.val_bleu:
             self._collect("val", batch, beam_size=1)
 
@@ -188,7 +190,7 @@ class TranslationTask(NetTask):
     def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
         name = self.test_split_names[dataloader_idx]
         _, nll, n = self._losses(batch)
-        self.log(f"test/{name}/nll", nll, batch_size=n, add_dataloader_idx=False)
+        self.log(f"test/{name}/nll", nll, batch_size=int(n), add_dataloader_idx=False)
         self._collect(name, batch, beam_size=self.beam_size)
 
     def on_test_epoch_end(self) -> None:

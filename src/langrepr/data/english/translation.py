@@ -99,8 +99,34 @@ class LengthBucketBatchSampler(Sampler[list[int]]):
                    for s in range(0, len(self.lengths), self.pool))
 
 
+def collate_pairs(rows: list[tuple[list[int], list[int], str]], fixed: tuple[int, int] | None = None) -> dict:
+    """Id batches padded to the longest source / target of the batch, or to `fixed` = (source, target) lengths.
+
+    Fixed lengths give every batch the same shapes, which CUDA graphs (`compile=reduce-overhead`) need; padding
+    is masked everywhere (attention masks, IGNORE_INDEX labels), so the numbers stay the same.
+    """
+    n = fixed[0] if fixed else max(len(s) for s, _, _ in rows)
+    t = fixed[1] if fixed else max(len(tg) for _, tg, _ in rows) + 1
+    src = torch.full((len(rows), n), PAD_ID, dtype=torch.long)
+    dec = torch.full((len(rows), t), PAD_ID, dtype=torch.long)
+    labels = torch.full((len(rows), t), IGNORE_INDEX, dtype=torch.long)
+    for i, (s, tg, _) in enumerate(rows):
+        src[i, : len(s)] = torch.tensor(s)
+        dec[i, : len(tg) + 1] = torch.tensor([BOS_ID] + tg)
+        labels[i, : len(tg) + 1] = torch.tensor(tg + [EOS_ID])
+    return {"input_ids": src, "attention_mask": (src != PAD_ID).long(), "decoder_input_ids": dec,
+            "decoder_attention_mask": (labels != IGNORE_INDEX).long(), "labels": labels,
+            "references": [ref for _, _, ref in rows]}
+
+
 class TranslationDataModule(SplitLoaders, pl.LightningDataModule):
-    """Source/target pairs -> padded id batches plus raw reference strings for BLEU."""
+    """Source/target pairs -> padded id batches plus raw reference strings for BLEU.
+
+    `pad_to_fixed` (set by `langrepr.train` from the top-level switch): pad every batch to max_source_len /
+    max_target_len instead of the batch's longest (`collate_pairs`).
+    """
+
+    pad_to_fixed = False
 
     def __init__(
         self,
@@ -262,20 +288,9 @@ class TranslationDataModule(SplitLoaders, pl.LightningDataModule):
         """Generated ids (no BOS/EOS) -> text with spaces restored."""
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
-    @staticmethod
-    def _collate(rows: list[tuple[list[int], list[int], str]]) -> dict:
-        n = max(len(s) for s, _, _ in rows)
-        t = max(len(tg) for _, tg, _ in rows) + 1
-        src = torch.full((len(rows), n), PAD_ID, dtype=torch.long)
-        dec = torch.full((len(rows), t), PAD_ID, dtype=torch.long)
-        labels = torch.full((len(rows), t), IGNORE_INDEX, dtype=torch.long)
-        for i, (s, tg, _) in enumerate(rows):
-            src[i, : len(s)] = torch.tensor(s)
-            dec[i, : len(tg) + 1] = torch.tensor([BOS_ID] + tg)
-            labels[i, : len(tg) + 1] = torch.tensor(tg + [EOS_ID])
-        return {"input_ids": src, "attention_mask": (src != PAD_ID).long(), "decoder_input_ids": dec,
-                "decoder_attention_mask": (labels != IGNORE_INDEX).long(), "labels": labels,
-                "references": [ref for _, _, ref in rows]}
+    def _collate(self, rows: list[tuple[list[int], list[int], str]]) -> dict:
+        fixed = (self.max_source_len, self.max_target_len) if self.pad_to_fixed else None
+        return collate_pairs(rows, fixed)
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         lengths = [max(len(s), len(t)) for s, t, _ in self._data[split]]
