@@ -14,9 +14,18 @@ How each number is made (also printed in every plan):
   elementwise ops, the optimiser update and data loading are not counted. LSTM layers (no counter formula for
   the fused RNN kernels) are counted by hand: 2 x gates x (input + hidden) x hidden per token and direction,
   backward twice that.
-- GPU time: (steps x FLOPs per step + validation / test forwards) / (peak x utilisation), peak = dense fp16/bf16
-  tensor-core TFLOP/s of the GPU class; utilisation = `--utilisation`, else the MFU a GPU check measured for the
-  same paper (`docs/gpu/*.json`, `scripts/gpu_check.py`), else 35%.
+- GPU time per optimiser step: the larger of FLOP time (FLOPs per step / (peak x utilisation)) and the measured
+  per-step floor of that kind of cell (masked_lm, hf_classifier, causal_lm, ...: the fp16 step time a GPU check
+  measured for it, `docs/gpu/gpu_check_*.json` from `scripts/gpu_check.py`; kernel launches, memory-bound ops and
+  the optimiser bind a small cell, not its FLOPs). Validation and test batches pay the same per-batch floor
+  (the check times no forward-only batch: an upper bound for them) or their forward FLOPs, whichever is larger.
+  Each stage says which term bound it. Peak = dense fp16/bf16 tensor-core TFLOP/s of the GPU class; utilisation
+  = `--utilisation`, else the highest fp16 MFU measured on that GPU (what a FLOP-bound cell sustains), else 35%.
+  A GPU class with no check borrows utilisation and floors from the measured GPU nearest in peak, and says so; a
+  kind no check measured borrows a kind of the same layers or the smallest floor (a lower bound).
+- Packing (`--pack N`): N cells sharing one GPU each step slower by the slowdown measured with that many cells
+  side by side (`docs/gpu/packed_*.json`, linear between 1 and the measured count), and the GPU time of each is
+  divided by N.
 - Memory (AMP, `torch.autocast` fp16 + GradScaler, AdamW/Adam): fp32 master weights 4 B/param + the fp16 copies
   autocast caches 2 B/param + fp32 gradients 4 B/param + optimiser moments 8 B/param + activations. Activations =
   the tensors saved for backward (`torch.autograd.graph.saved_tensors_hooks`, parameters excluded, each storage
@@ -62,7 +71,7 @@ PEAK_TFLOPS = [   # (name pattern, label, fp16, bf16, memory GiB)
 ]
 PEAK_SOURCE = ("vendor datasheets, dense tensor-core fp16/bf16 with fp32 accumulate (sparsity figures halved; "
                "RTX 4090: Ada whitepaper, 165.2 with fp32 accumulate)")
-GPU_CLASSES = {"rtx4090": "RTX 4090", "a10": "A10", "l4": "L4", "a100": "A100", "h100": "H100"}
+GPU_CLASSES = {"rtx4090": "RTX 4090", "a10": "A10", "l4": "L4", "a100": "A100", "h100": "H100", "h200": "H200"}
 
 
 def peak_for(device_name: str) -> dict | None:
@@ -288,6 +297,7 @@ class Stage:
     optimizer: str = "AdamW"
     precision: str = "16-mixed"
     eval_forwards: int = 0          # examples run forward-only for validation and test
+    eval_batches: int = 0           # the batches they make (each pays the per-step floor, as a training step does)
     eval_note: str = ""
     share_key: str = ""             # stages with one key train once (multi-hot pretraining)
     batch_setting: str = "dataset.datamodule.batch_size"
@@ -447,8 +457,12 @@ def _steps(cfg: Any, batch: int, train_units: int | None) -> tuple[int | None, s
     return None, f"{max_epochs} epochs x unknown steps per epoch (training-set size unknown)", None
 
 
-def _eval_forwards(cfg: Any, size: dict, steps: int | None, epochs: float | None, units_per_example: int) -> tuple[int, str]:
-    """Examples run forward-only: validation passes (from the trainer's schedule) plus one test pass."""
+def _eval_forwards(cfg: Any, size: dict, steps: int | None, epochs: float | None, units_per_example: int,
+                   batch: int = 1) -> tuple[int, str, int]:
+    """(examples run forward-only, how, batches): validation passes (the trainer's schedule) plus one test pass.
+
+    Batches count apart from examples because a small cell's evaluation is bound by its per-batch time, not FLOPs.
+    """
     cap = _sel(cfg, "dataset.datamodule.max_eval_samples")
     train = size.get("train")
     val = size.get("val")
@@ -460,7 +474,7 @@ def _eval_forwards(cfg: Any, size: dict, steps: int | None, epochs: float | None
         val, test = (int(cap) if val is None else min(val, int(cap))), (int(cap) if test is None else min(test, int(cap)))
     interval, every = _sel(cfg, "trainer.val_check_interval"), _sel(cfg, "trainer.check_val_every_n_epoch", 1)
     if steps is None:
-        return 0, "not projected (steps unknown)"
+        return 0, "not projected (steps unknown)", 0
     if isinstance(interval, int) and interval > 1 and not isinstance(interval, bool):
         passes = steps // interval
     elif epochs is not None:
@@ -468,8 +482,9 @@ def _eval_forwards(cfg: Any, size: dict, steps: int | None, epochs: float | None
     else:
         passes = 0
     forwards = passes * (val or 0) + (test or 0)
+    batches = passes * math.ceil((val or 0) / batch) + math.ceil((test or 0) / batch)
     return forwards, (f"{passes:,} validations x {val or 0:,} + test {test or 0:,}"
-                      + ("" if val is not None and test is not None else " (a split size is unknown: not counted)"))
+                      + ("" if val is not None and test is not None else " (a split size is unknown: not counted)")), batches
 
 
 def train_stage(cfg: Any) -> Stage:
@@ -528,7 +543,7 @@ def train_stage(cfg: Any) -> Stage:
         raise ValueError(f"the plan does not know how to feed {cfg.model.net._target_}")
     train_examples = train // units_per_example if train else None
     steps, note, epochs = _steps(cfg, batch, train_examples)
-    forwards, eval_note = _eval_forwards(cfg, size, steps, epochs, units_per_example)
+    forwards, eval_note, eval_batches = _eval_forwards(cfg, size, steps, epochs, units_per_example, batch)
     unit = size.get("unit", "?")
     if train:
         examples = (f"{train:,} {unit}" + (" (max_train_samples)" if capped else "")
@@ -546,6 +561,7 @@ def train_stage(cfg: Any) -> Stage:
     optimizer = str(cfg.optimizer._target_).rsplit(".", 1)[-1]
     return Stage("train", work, batch, steps, note, examples, optimizer=optimizer,
                  precision=str(_sel(cfg, "trainer.precision", "32")), eval_forwards=forwards, eval_note=eval_note,
+                 eval_batches=eval_batches,
                  notes=notes)
 
 
@@ -779,9 +795,84 @@ def accumulation(params: int, act_per_example: int, batch: int, budget: float, o
     return None, None
 
 
+# A kind of cell no GPU check measured borrows the floor of the kind that runs the same layers; any other kind
+# takes the smallest floor measured on that GPU (a lower bound, said in the stage's row).
+FLOOR_FROM_KIND = {"seq2seq": "masked_lm"}
+
+
+@dataclass
+class GpuCheck:
+    """What one GPU check (`scripts/gpu_check.py`) and the packed runs beside it measured on one GPU class."""
+
+    label: str
+    file: str
+    peak_fp16: float
+    utilisation: float                     # the highest fp16 MFU of its cells: what a FLOP-bound cell sustains
+    utilisation_cell: str
+    floors: dict[str, float]               # kind -> fp16 seconds per optimiser step (mean over that kind's cells)
+    floor_cells: dict[str, list[str]]
+    packed: dict | None = None             # {"n", "slowdown", "kind", "file", "per_cell"}
+
+
+def _packed_slowdown(record: dict, check: dict, name: str) -> dict | None:
+    """How much slower each cell stepped with `cells_sharing` cells on the GPU than alone (same cell, measured).
+
+    Per cell: seconds / ((steps + validations x val_batches) x its alone step time), every batch priced as the
+    plan prices it; the mean over the cells that were also measured alone.
+    """
+    alone = {row: cell["fp16"]["step_s"] for cells in (check.get("papers") or {}).values()
+             for row, cell in cells.items() if (cell.get("fp16") or {}).get("step_s")}
+    per_cell = {}
+    for row, c in (record.get("cells") or {}).items():
+        if row in alone:
+            batches = c["steps"] + c["validations"] * record["val_batches"]
+            per_cell[row] = record["seconds"] / (batches * alone[row])
+    if not per_cell or int(record.get("cells_sharing", 0)) < 2:
+        return None
+    return {"n": int(record["cells_sharing"]), "slowdown": sum(per_cell.values()) / len(per_cell),
+            "kind": record.get("kind"), "file": name, "per_cell": per_cell}
+
+
+def load_checks(gpu_dir: Path = GPU_JSON_DIR) -> dict[str, GpuCheck]:
+    """GPU label -> what its committed checks measured (`docs/gpu/gpu_check_*.json`, `packed_*.json`); --small ignored."""
+    records = []
+    for path in sorted(gpu_dir.glob("*.json")) if gpu_dir.is_dir() else []:
+        try:
+            records.append((path.name, json.loads(path.read_text())))
+        except (OSError, json.JSONDecodeError):
+            continue
+    checks: dict[str, GpuCheck] = {}
+    raw: dict[str, dict] = {}
+    for name, record in records:
+        peak = peak_for(str(record.get("device_name", "")))
+        if record.get("small") or record.get("name") == "packed_run" or not peak:
+            continue
+        floors: dict[str, list[float]] = {}
+        cells: dict[str, list[str]] = {}
+        best, best_cell = 0.0, ""
+        for paper, rows in (record.get("papers") or {}).items():
+            for row, cell in rows.items():
+                fp16 = cell.get("fp16") or {}
+                if not fp16.get("step_s") or not cell.get("kind"):
+                    continue
+                floors.setdefault(cell["kind"], []).append(float(fp16["step_s"]))
+                cells.setdefault(cell["kind"], []).append(f"{paper}/{row}")
+                if (fp16.get("mfu") or 0) > best:
+                    best, best_cell = float(fp16["mfu"]), f"{paper}/{row}"
+        if floors:
+            checks[peak["label"]] = GpuCheck(peak["label"], name, peak["fp16"], best, best_cell,
+                                             {k: sum(v) / len(v) for k, v in sorted(floors.items())}, cells)
+            raw[peak["label"]] = record
+    for name, record in records:
+        peak = peak_for(str(record.get("device_name", "")))
+        if record.get("name") == "packed_run" and peak and peak["label"] in checks:
+            checks[peak["label"]].packed = _packed_slowdown(record, raw[peak["label"]], name)
+    return checks
+
+
 @dataclass
 class Assumption:
-    """The GPU class and the sustained share of its peak that GPU time is projected at."""
+    """The GPU class, the sustained share of its peak, the measured per-step floors and how many cells share it."""
 
     gpu: str
     label: str
@@ -789,6 +880,11 @@ class Assumption:
     memory_gib: float
     utilisation: float
     source: str
+    floors: dict = field(default_factory=dict)    # kind -> seconds per step (alone on the GPU)
+    floor_source: str = "no GPU check in docs/gpu/: no per-step floor, FLOP time only (a lower bound)"
+    pack: int = 1
+    slowdown: float = 1.0                         # per-step slowdown of one cell when `pack` share the GPU
+    pack_source: str = ""
 
     @property
     def sustained(self) -> float:
@@ -798,68 +894,104 @@ class Assumption:
     def budget(self) -> float:
         return (self.memory_gib - RESERVE_GIB) * GIB
 
+    def floor_for(self, kind: str) -> tuple[float | None, str]:
+        """(seconds per step, where it comes from) of a kind of cell alone on the GPU; (None, why) without a check."""
+        if kind in self.floors:
+            return self.floors[kind], f"{kind} measured"
+        if FLOOR_FROM_KIND.get(kind) in self.floors:
+            return self.floors[FLOOR_FROM_KIND[kind]], f"not measured: {FLOOR_FROM_KIND[kind]}'s (same layers)"
+        if self.floors:
+            smallest = min(self.floors, key=self.floors.get)
+            return self.floors[smallest], f"not measured: the smallest measured ({smallest}; a lower bound)"
+        return None, "no floor measured"
+
     def text(self) -> str:
+        floors = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in self.floors.items())
+        pack = (f"; {self.pack} cells share one GPU: each step {self.slowdown:.2f}x its alone time ({self.pack_source}), "
+                f"GPU time divided by {self.pack}" if self.pack > 1 else "")
         return (f"{self.label}: peak {self.peak_tflops:g} TFLOP/s dense fp16/bf16 x utilisation "
-                f"{self.utilisation:.0%} ({self.source}) = {self.sustained / 1e12:.1f} TFLOP/s sustained; "
-                f"{self.memory_gib:g} GiB, of which {self.memory_gib - RESERVE_GIB:g} GiB for the model "
+                f"{self.utilisation * 100:.3g}% ({self.source}) = {self.sustained / 1e12:.1f} TFLOP/s sustained; "
+                f"per-step floors {self.floor_source}" + (f": {floors}" if floors else "") + pack
+                + f"; {self.memory_gib:g} GiB, of which {self.memory_gib - RESERVE_GIB:g} GiB for the model "
                 f"({RESERVE_GIB:g} GiB reserve)")
 
 
-def measured_utilisation(gpu_dir: Path = GPU_JSON_DIR) -> dict[str, tuple[float, str]]:
-    """Paper -> (fp16 MFU, source) from GPU-check JSON files (the mean over a paper's cells)."""
-    found: dict[str, list[float]] = {}
-    sources: dict[str, str] = {}
-    for path in sorted(gpu_dir.glob("*.json")) if gpu_dir.is_dir() else []:
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        if record.get("small"):
-            continue
-        for paper, cells in (record.get("papers") or {}).items():
-            for cell in cells.values():
-                mfu = (cell.get("fp16") or {}).get("mfu")
-                if mfu:
-                    found.setdefault(paper, []).append(float(mfu))
-                    sources[paper] = f"measured fp16 MFU on {record.get('device_name')}, {path.name}"
-    return {p: (sum(v) / len(v), sources[p]) for p, v in found.items()}
+def nearest_check(label: str, peak_fp16: float, checks: dict[str, GpuCheck]) -> tuple[GpuCheck | None, bool]:
+    """(the check of this GPU class, False), else (the measured GPU nearest in peak, True), else (None, False)."""
+    if label in checks:
+        return checks[label], False
+    if not checks:
+        return None, False
+    return min(checks.values(), key=lambda c: (abs(math.log(c.peak_fp16 / peak_fp16)), c.label)), True
 
 
-def assumption_for(paper: str, gpu: str, utilisation: float | None, measured: dict) -> Assumption:
+def assumption_for(paper: str, gpu: str, utilisation: float | None, checks: dict, pack: int = 1) -> Assumption:
+    """The assumption a table is priced at (the same for every paper: floors are per kind of cell)."""
     peak = peak_for(GPU_CLASSES[gpu])
+    check, borrowed = nearest_check(peak["label"], peak["fp16"], checks)
     if utilisation is not None:
         util, source = utilisation, "--utilisation"
-    elif paper in measured:
-        util, source = measured[paper]
+    elif check is not None:
+        util = check.utilisation
+        source = (f"the highest fp16 MFU measured on {check.label}: {check.utilisation_cell}, {check.file}"
+                  + (f"; borrowed: {peak['label']} has no GPU check" if borrowed else ""))
     else:
-        util, source = DEFAULT_UTILISATION, "assumed; no GPU check of this paper in docs/gpu/"
-    return Assumption(gpu, peak["label"], peak["fp16"], peak["memory_gib"], util, source)
+        util, source = DEFAULT_UTILISATION, "assumed; no GPU check in docs/gpu/"
+    a = Assumption(gpu, peak["label"], peak["fp16"], peak["memory_gib"], util, source, pack=pack)
+    if check is not None:
+        a.floors = dict(check.floors)
+        a.floor_source = (f"measured on {check.label} ({check.file})" if not borrowed
+                          else f"borrowed from {check.label} ({check.file}), the nearest measured GPU: {peak['label']} "
+                               "has no GPU check")
+    if pack > 1:
+        p = check.packed if check is not None else None
+        if p is None or pack > p["n"]:
+            raise ValueError(f"--pack {pack}: packing is measured for up to {p['n'] if p else 1} cell(s) per GPU")
+        a.slowdown = 1 + (p["slowdown"] - 1) * (pack - 1) / (p["n"] - 1)
+        a.pack_source = (f"measured {p['slowdown']:.2f}x with {p['n']} {p['kind']} cells on {check.label}, {p['file']}"
+                         + ("" if pack == p["n"] else f"; linear between 1 and {p['n']} cells")
+                         + (f"; borrowed from {check.label}" if borrowed else ""))
+    return a
 
 
 def project(stage: Stage, m: dict, a: Assumption) -> dict:
-    """GPU time and memory of a stage at its batch, and the accumulation that fits when it does not."""
+    """GPU time (the larger of FLOP time and the per-step floor), memory, and the accumulation that fits."""
     per_example_step = m["step_flops"]                       # batch 1, scaled linearly
     step_flops = per_example_step * stage.batch
     eval_flops = m["fwd_flops"] * stage.eval_forwards
     total = step_flops * stage.steps + eval_flops if stage.steps is not None else None
+    floor, floor_note = a.floor_for(stage.work.kind)
+    step_floor = (floor or 0.0) * a.slowdown / a.pack      # GPU seconds per step: packed cells share the GPU
+    flop_s = step_flops / a.sustained
+    step_s = max(flop_s, step_floor)
+    bound = "FLOPs" if flop_s >= step_floor else "floor"
+    seconds = (None if stage.steps is None else
+               stage.steps * step_s + max(eval_flops / a.sustained, stage.eval_batches * step_floor))
     mem = memory_bytes(m["params"], m["act_fp16_bytes"], stage.batch, stage.optimizer)
     fits = mem["total"] <= a.budget
     k, micro = (1, stage.batch) if fits else accumulation(m["params"], m["act_fp16_bytes"], stage.batch, a.budget,
                                                            stage.optimizer)
     return {"params": m["params"], "batch": stage.batch, "flops_per_step": step_flops, "steps": stage.steps,
-            "eval_flops": eval_flops, "total_flops": total,
-            "gpu_hours": None if total is None else total / a.sustained / 3600,
+            "eval_flops": eval_flops, "eval_batches": stage.eval_batches, "total_flops": total,
+            "flop_s_per_step": flop_s, "floor_s_per_step": floor, "floor_note": floor_note, "step_s": step_s,
+            "bound": bound, "gpu_hours": None if seconds is None else seconds / 3600,
+            "wall_hours": None if seconds is None else seconds * a.pack / 3600,
             "memory": mem, "act_fp32_per_example": m["act_fp32_bytes"], "act_fp16_per_example": m["act_fp16_bytes"],
             "fits": fits, "accumulation": k, "micro_batch": micro}
 
 
 # ---------------------------------------------------------------- one table
 
+def settings(profile: str, gpu: str, utilisation: float | None, pack: int, extra: list[str] = ()) -> dict:
+    """What a plan was made with: a committed plan is replaced only by a plan of the same settings."""
+    return {"profile": profile, "gpu": gpu, "utilisation": utilisation, "pack": pack, "overrides": list(extra)}
+
+
 def plan_table(table: str, profile: str, gpu: str, utilisation: float | None, measured: dict,
-               extra: list[str] = (), log: Any = print) -> dict:
+               extra: list[str] = (), log: Any = print, pack: int = 1) -> dict:
     """Every cell of the table's sweep, composed, its stages measured and projected."""
     paper = table.split("_", 1)[0]
-    a = assumption_for(paper, gpu, utilisation, measured)
+    a = assumption_for(paper, gpu, utilisation, measured, pack)
     from langrepr.cell import cell_fingerprint
 
     cells, downloads, findings = [], set(), []
@@ -871,7 +1003,7 @@ def plan_table(table: str, profile: str, gpu: str, utilisation: float | None, me
         entry: dict[str, Any] = {"cell": name, "overrides": overrides, "stages": [], "findings": []}
         try:
             cfg, entry["findings"] = compose_cell(overrides)
-            entry["fingerprint"] = cell_fingerprint(cfg)
+            entry["fingerprint"] = portable_fingerprint(cfg, cell_fingerprint)
             entry["stage"] = str(cfg.get("stage", "train"))
             entry["dataset"] = dataset_name(cfg)
             downloads |= data_needs(cfg)
@@ -908,8 +1040,27 @@ def plan_table(table: str, profile: str, gpu: str, utilisation: float | None, me
                         "or `accumulate_grad_batches` (langrepr.tasks.multihot_mlm / multihot_downstream / span_qa): "
                         "on a GPU they run fp32 (about twice the activation memory projected here for fp16 AMP, and "
                         "no fp16 tensor-core rate), and a batch that does not fit cannot be accumulated")
-    return {"table": table, "profile": profile, "assumption": a.__dict__ | {"text": a.text()}, "cells": cells,
+    return {"table": table, "profile": profile, "settings": settings(profile, gpu, utilisation, pack, extra),
+            "assumption": a.__dict__ | {"text": a.text()}, "cells": cells,
             "downloads": sorted(downloads), "findings": findings, "totals": totals(cells)}
+
+
+def portable_fingerprint(cfg: Any, fingerprint: Any) -> str:
+    """The cell's fingerprint with no local data folder (`paths.data_dir: null`, the committed default).
+
+    The resolved config carries `$LANGREPR_DATA_DIR`, so the real fingerprint differs per machine; a committed plan
+    must not change with the machine that wrote it.
+    """
+    import copy
+
+    from omegaconf import open_dict
+
+    if _sel(cfg, "paths.data_dir") is None:
+        return fingerprint(cfg)
+    c = copy.deepcopy(cfg)
+    with open_dict(c):
+        c.paths.data_dir = None
+    return fingerprint(c)
 
 
 def unique_stages(cells: list[dict], seen: set) -> Iterator[tuple[dict, dict]]:
@@ -962,6 +1113,16 @@ def _num(n: float | None, unit: str = "") -> str:
     return f"{n:.3g}{unit}"
 
 
+def _bound(s: dict) -> str:
+    """Which term priced the stage: FLOP time at the utilisation, or the measured per-step floor (ms per step)."""
+    if s.get("bound") is None:
+        return "unknown"
+    ms = f"{s['step_s'] * 1e3:.3g} GPU-ms/step"
+    if s["bound"] == "FLOPs":
+        return f"FLOPs ({ms})"
+    return f"floor ({ms}; {s['floor_note']})"
+
+
 METHOD = __doc__.split("How each number is made (also printed in every plan):", 1)[1].strip()
 
 
@@ -975,8 +1136,8 @@ def render_table(plan: dict) -> str:
              f"(shared pretrainings once){more}; "
              f"{t['cpu_cells']} CPU cell(s); {t['error_cells']} cell(s) that do not compose. Peak memory "
              f"{_gb(t['peak_bytes'])} GiB.", "",
-             f"| cell | stage | params | training data | FLOPs/step | steps | GPU-h | peak GiB (fp16 AMP) | "
-             f"fits {gb:g} GB | fits with |", "|---|---|---|---|---|---|---|---|---|---|"]
+             f"| cell | stage | params | training data | FLOPs/step | steps | GPU-h | bound by | "
+             f"peak GiB (fp16 AMP) | fits {gb:g} GB | fits with |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     if not t["stages"]:
         lines = lines[:-2] + ["No gradient cell: nothing in this table needs a GPU."]
     for c in plan["cells"]:
@@ -989,7 +1150,7 @@ def render_table(plan: dict) -> str:
                    else f"{s['batch_setting']}={s['micro_batch']} trainer.accumulate_grad_batches={s['accumulation']}")
             lines.append(f"| {c['cell']} | {s['name']} | {s['params'] / 1e6:.1f}M | {s['examples']} | "
                          f"{_num(s['flops_per_step'])} (batch {s['batch']}) | {s['steps_note']} | "
-                         f"{hours} | "
+                         f"{hours} | {_bound(s)} | "
                          f"{_gb(s['memory']['total'])} | {fit} | {how} |")
     if t["not_fitting"]:
         lines += ["", f"Does not fit {gb:g} GB at the paper's batch: " + "; ".join(t["not_fitting"]) + "."]
@@ -1052,8 +1213,9 @@ def render_all(plans: list[dict]) -> str:
                 "sweep (EWE 4-5 read Table 3; multi-hot 2-5 fine-tune multihot_pretrain's cells and 4-5 read Table 3; "
                 "Bit Cipher reads Tables 1/3/5) those cells are counted in that sweep's row.", ""]
     if plans:
-        lines += [f"Throughput: {plans[0]['assumption']['text']} (per-paper measured utilisation replaces the "
-                  "assumed one where a GPU check exists).", ""]
+        lines += [f"Projected for **{plans[0]['assumption']['label']}** (`--gpu {plans[0]['assumption']['gpu']}`"
+                  + (f", `--pack {plans[0]['assumption']['pack']}`" if plans[0]['assumption']['pack'] > 1 else "")
+                  + f"). Throughput: {plans[0]['assumption']['text']}.", ""]
     findings = [f"{p['table']}: {f}" for p in plans for f in p["findings"]]
     if findings:
         lines += ["## Findings", ""] + [f"- {f}" for f in findings] + [""]
@@ -1068,13 +1230,60 @@ def tables() -> list[str]:
     return group_options("experiment")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad argument in one line (what is wrong, where to look), exit status 2."""
+
+    def error(self, message: str) -> None:
+        raise SystemExit(f"error: {message} (python -m langrepr.plan --help)")
+
+
+def check_arguments(args: argparse.Namespace, chosen: list[str], checks: dict) -> None:
+    """Every value range-checked before any cell is measured: one line (what is wrong, how to fix), exit 2."""
+    from langrepr.confpaths import group_options
+
+    profiles = group_options("profile")
+    if args.profile not in profiles:
+        raise SystemExit(f"error: unknown profile '{args.profile}': choose from {', '.join(profiles)} (PROFILE=...)")
+    if args.utilisation is not None and not 0 < args.utilisation <= 1:
+        raise SystemExit(f"error: --utilisation {args.utilisation:g} is not a share of the peak: give a number in "
+                         "(0, 1], e.g. 0.35, or leave it out to use the measured one")
+    if args.pack < 1:
+        raise SystemExit(f"error: --pack {args.pack} is not a number of cells: give 1 or more (PACK=...)")
+    try:
+        assumption_for("", args.gpu, args.utilisation, checks, args.pack)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}: choose a smaller --pack (PACK=...)") from None
+    if args.overrides:
+        for table in chosen:
+            try:
+                sweep_cells(table, args.profile, args.overrides)
+            except Exception as err:  # noqa: BLE001  (Hydra's message, in one line)
+                first = " ".join(str(err).split("\n")[0].split())[:300]
+                raise SystemExit(f"error: the overrides {' '.join(args.overrides)} do not compose for {table}: "
+                                 f"{first}") from None
+
+
+def committed_settings(path: Path) -> dict | None:
+    """The settings of the plan already at ``path`` (a plan written before settings were recorded: its profile/GPU)."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return old.get("settings") or settings(old.get("profile"), (old.get("assumption") or {}).get("gpu"), None, 1)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Cost plan of a profile: GPU-hours, memory and data per table cell.")
+    from langrepr.utils import write_text_atomic
+
+    parser = _Parser(description="Cost plan of a profile: GPU-hours, memory and data per table cell.")
     parser.add_argument("--profile", default="full")
     parser.add_argument("--table", action="append", help="one table (repeatable); default every table")
     parser.add_argument("--gpu", default="rtx4090", choices=sorted(GPU_CLASSES))
     parser.add_argument("--utilisation", type=float, default=None,
-                        help=f"sustained share of peak (default: a GPU check's measured MFU, else {DEFAULT_UTILISATION})")
+                        help="sustained share of peak for the FLOP term (default: the highest MFU a GPU check "
+                             f"measured on that GPU or the nearest measured one, else {DEFAULT_UTILISATION})")
+    parser.add_argument("--pack", type=int, default=1,
+                        help="cells sharing one GPU, priced from the measured packed rate (docs/gpu/packed_*.json)")
     parser.add_argument("--out", default=str(OUT_DIR))
     parser.add_argument("overrides", nargs="*", help="Hydra overrides added to every cell, e.g. trainer.max_steps=100")
     args = parser.parse_args(argv)
@@ -1083,20 +1292,30 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [t for t in chosen if t not in known]
     if unknown:
         raise SystemExit(f"error: unknown table {', '.join(unknown)}: choose from {', '.join(known)}")
+    checks = load_checks()
+    check_arguments(args, chosen, checks)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    measured = measured_utilisation()
-    plans = []
+    mine = settings(args.profile, args.gpu, args.utilisation, args.pack, args.overrides)
+    plans, partial = [], False
     for table in chosen:
         print(f"planning {table} ...", flush=True)
-        plan = plan_table(table, args.profile, args.gpu, args.utilisation, measured, args.overrides)
-        (out / f"{table}.json").write_text(json.dumps(plan, indent=1, default=str) + "\n")
-        (out / f"{table}.md").write_text(render_table(plan) + "\n")
-        print(f"{table}: {_hours(plan['totals']['gpu_hours'], 1)} GPU-hours -> {out / table}.md", flush=True)
+        plan = plan_table(table, args.profile, args.gpu, args.utilisation, checks, args.overrides, pack=args.pack)
+        old = committed_settings(out / f"{table}.json") if (out / f"{table}.json").exists() else None
+        name = table
+        if args.overrides or (old is not None and old != mine):   # never overwrite the committed plan with another
+            name, partial = f"{table}.partial", True
+            kept = (f"kept {out / table}.json (profile {old['profile']}, gpu {old['gpu']}, pack {old.get('pack', 1)})"
+                    if old else f"{out / table}.json left alone")
+            print(f"{kept}: this plan has other settings or overrides, written beside it -> {out / name}.md",
+                  flush=True)
+        write_text_atomic(out / f"{name}.json", json.dumps(plan, indent=1, default=str) + "\n")
+        write_text_atomic(out / f"{name}.md", render_table(plan) + "\n")
+        print(f"{table}: {_hours(plan['totals']['gpu_hours'], 1)} GPU-hours -> {out / name}.md", flush=True)
         plans.append(plan)
-    if not args.table and not args.overrides:
-        (out / "all.md").write_text(render_all(plans) + "\n")
-        print(f"wrote {out / 'all.md'}")
+    if not args.table:
+        name = "all.partial.md" if partial else "all.md"
+        write_text_atomic(out / name, render_all(plans) + "\n")
+        print(f"wrote {out / name}")
 
 
 if __name__ == "__main__":
