@@ -20,7 +20,8 @@ How each number is made (also printed in every plan):
   the optimiser bind a small cell, not its FLOPs). Validation and test batches pay the same per-batch floor
   (the check times no forward-only batch: an upper bound for them) or their forward FLOPs, whichever is larger.
   Each stage says which term bound it. Peak = dense fp16/bf16 tensor-core TFLOP/s of the GPU class; utilisation
-  = `--utilisation`, else the highest fp16 MFU measured on that GPU (what a FLOP-bound cell sustains), else 35%.
+  = `--utilisation`, else the highest fp16 MFU measured on that GPU (what a FLOP-bound cell sustains; that cell
+  sets no floor of its kind), else 35%.
   A GPU class with no check borrows utilisation and floors from the measured GPU nearest in peak, and says so; a
   kind no check measured borrows a kind of the same layers or the smallest floor (a lower bound).
 - Packing (`--pack N`): N cells sharing one GPU each step slower by the slowdown measured with that many cells
@@ -847,18 +848,16 @@ def load_checks(gpu_dir: Path = GPU_JSON_DIR) -> dict[str, GpuCheck]:
         peak = peak_for(str(record.get("device_name", "")))
         if record.get("small") or record.get("name") == "packed_run" or not peak:
             continue
+        timed = [(f"{paper}/{row}", cell["kind"], cell["fp16"]) for paper, rows in (record.get("papers") or {}).items()
+                 for row, cell in rows.items() if (cell.get("fp16") or {}).get("step_s") and cell.get("kind")]
+        best, best_cell = max(((float(f.get("mfu") or 0), name) for name, _, f in timed), default=(0.0, ""))
         floors: dict[str, list[float]] = {}
         cells: dict[str, list[str]] = {}
-        best, best_cell = 0.0, ""
-        for paper, rows in (record.get("papers") or {}).items():
-            for row, cell in rows.items():
-                fp16 = cell.get("fp16") or {}
-                if not fp16.get("step_s") or not cell.get("kind"):
-                    continue
-                floors.setdefault(cell["kind"], []).append(float(fp16["step_s"]))
-                cells.setdefault(cell["kind"], []).append(f"{paper}/{row}")
-                if (fp16.get("mfu") or 0) > best:
-                    best, best_cell = float(fp16["mfu"]), f"{paper}/{row}"
+        for name, kind, fp16 in timed:
+            if name == best_cell:   # FLOP-bound: its step time is the FLOP term's, not a floor of its kind
+                continue
+            floors.setdefault(kind, []).append(float(fp16["step_s"]))
+            cells.setdefault(kind, []).append(name)
         if floors:
             checks[peak["label"]] = GpuCheck(peak["label"], name, peak["fp16"], best, best_cell,
                                              {k: sum(v) / len(v) for k, v in sorted(floors.items())}, cells)
