@@ -197,7 +197,7 @@ def _fake_plan(table, profile, gpu, utilisation, checks, extra=(), log=print, pa
 
 
 def test_a_plan_with_other_settings_writes_beside_the_committed_one(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(plan, "plan_table", _fake_plan)
+    monkeypatch.setattr(plan.cli, "plan_table", _fake_plan)
     plan.main(["--table", "leam_table3", "--out", str(tmp_path)])
     committed = (tmp_path / "leam_table3.json").read_text()
     plan.main(["--table", "leam_table3", "--out", str(tmp_path), "+trainer.max_steps=100"])
@@ -218,7 +218,7 @@ def test_a_plan_with_other_settings_writes_beside_the_committed_one(tmp_path, mo
                                        (["--gpu", "k80"], "invalid choice"),
                                        (["no_such_key=1"], "do not compose")])
 def test_a_bad_value_is_one_line_before_any_work(argv, says, monkeypatch):
-    monkeypatch.setattr(plan, "plan_table", lambda *a, **k: pytest.fail("planned with a bad value"))
+    monkeypatch.setattr(plan.cli, "plan_table", lambda *a, **k: pytest.fail("planned with a bad value"))
     with pytest.raises(SystemExit) as exit:
         plan.main(["--table", "leam_table3", "--out", "/nonexistent/plan", *argv])
     message = str(exit.value.code)
