@@ -65,7 +65,8 @@ def committed_settings(path: Path) -> dict | None:
 def main(argv: list[str] | None = None) -> None:
     from langrepr.utils import write_text_atomic
 
-    parser = _Parser(prog="python -m langrepr.plan", description="Cost plan of a profile: GPU-hours, memory and data per table cell.")
+    parser = _Parser(prog="python -m langrepr.plan",
+                     description="Cost plan of a profile: GPU-hours, memory and data per table cell.")
     parser.add_argument("--profile", default="full")
     parser.add_argument("--table", action="append", help="one table (repeatable); default every table")
     parser.add_argument("--gpu", default="rtx4090", choices=sorted(GPU_CLASSES))
