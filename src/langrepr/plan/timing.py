@@ -68,11 +68,11 @@ def load_checks(gpu_dir: Path = GPU_JSON_DIR) -> dict[str, GpuCheck]:
         best, best_cell = max(((float(f.get("mfu") or 0), name) for name, _, f in timed), default=(0.0, ""))
         floors: dict[str, list[float]] = {}
         cells: dict[str, list[str]] = {}
-        for name, kind, fp16 in timed:
-            if name == best_cell:   # FLOP-bound: its step time is the FLOP term's, not a floor of its kind
+        for cell_name, kind, fp16 in timed:
+            if cell_name == best_cell:   # FLOP-bound: its step time is the FLOP term's, not a floor of its kind
                 continue
             floors.setdefault(kind, []).append(float(fp16["step_s"]))
-            cells.setdefault(kind, []).append(name)
+            cells.setdefault(kind, []).append(cell_name)
         if floors:
             checks[peak["label"]] = GpuCheck(peak["label"], name, peak["fp16"], best, best_cell,
                                              {k: sum(v) / len(v) for k, v in sorted(floors.items())}, cells)
