@@ -66,8 +66,8 @@ report: $(STAMP) ## one results page from what has run: outputs/report/report.{m
 	$(PY) -m langrepr.report
 quick-all: $(STAMP) ## every quick table, each one's wall time measured: outputs/quick/wall_times.json (TARGETS="a b" for a subset)
 	$(PY) scripts/quick_all.py $(if $(TARGETS),--targets $(TARGETS))
-plan: $(STAMP) ## cost plan of the full profile per table: outputs/plan/<table>.md
-	$(PY) -m langrepr.plan --profile $(PROFILE) $(if $(TABLE),--table $(TABLE))
+plan: $(STAMP) ## cost plan per table: outputs/plan/<table>.md (GPU=h200 another GPU class, PACK=N cells per GPU)
+	$(PY) -m langrepr.plan --profile $(PROFILE) $(if $(TABLE),--table $(TABLE)) $(if $(GPU),--gpu $(GPU)) $(if $(PACK),--pack $(PACK))
 
 # one target per paper table: run the experiment's cells (finished cells are skipped), then render;
 # ARGS adds Hydra overrides, e.g. ARGS="trainer=ddp trainer.devices=4" or ARGS="hydra/launcher=submitit_slurm"

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
 from langrepr import plan
 from langrepr.plan import Workload
+
+GPU_DIR = Path(__file__).resolve().parents[1] / "docs" / "gpu"
+H200 = json.loads((GPU_DIR / "gpu_check_nvidia_h200.json").read_text())
+PACKED = json.loads((GPU_DIR / "packed_tensorcoder_table1_ptb_nvidia_h200.json").read_text())
 
 # IWSLT cells at their real widths, cut to 8-token pairs and a 100-word vocabulary so that they build in seconds
 TINY_IWSLT = ["dataset.datamodule.max_source_len=8", "dataset.datamodule.max_target_len=8",
@@ -105,19 +110,119 @@ def test_peak_table_matches_device_names():
         assert plan.peak_for(gpu) is not None
 
 
-def test_measured_utilisation_replaces_the_assumed_one(tmp_path):
+def test_measured_floors_and_utilisation_replace_the_assumed_ones(tmp_path):
+    cell = lambda kind, step_s, mfu: {"kind": kind, "fp16": {"step_s": step_s, "mfu": mfu}}   # noqa: E731
     record = {"device_name": "NVIDIA H200", "small": False,
-              "papers": {"ewe": {"bert_ewe": {"fp16": {"mfu": 0.4}}},
-                         "tensorcoder": {"a": {"fp16": {"mfu": 0.1}}, "b": {"fp16": {"mfu": 0.3}}}}}
+              "papers": {"ewe": {"bert_ewe": cell("hf_classifier", 0.04, 0.06)},
+                         "tensorcoder": {"a": cell("masked_lm", 0.02, 0.001), "b": cell("masked_lm", 0.04, 0.3)}}}
     (tmp_path / "gpu_check_h200.json").write_text(json.dumps(record))
-    (tmp_path / "gpu_check_small_cpu.json").write_text(json.dumps({**record, "small": True,
-                                                                    "papers": {"leam": {"x": {"fp16": {"mfu": 0.9}}}}}))
-    measured = plan.measured_utilisation(tmp_path)
-    assert measured["ewe"][0] == 0.4 and measured["tensorcoder"][0] == pytest.approx(0.2)
-    assert "leam" not in measured                                             # a --small run measures nothing
-    assert plan.assumption_for("ewe", "rtx4090", None, measured).utilisation == 0.4
-    assert plan.assumption_for("leam", "rtx4090", None, measured).utilisation == plan.DEFAULT_UTILISATION
-    assert plan.assumption_for("ewe", "rtx4090", 0.2, measured).utilisation == 0.2   # --utilisation wins
+    (tmp_path / "gpu_check_small_cpu.json").write_text(json.dumps({**record, "small": True, "device_name": "NVIDIA L4",
+                                                                    "papers": {"leam": {"x": cell("x", 1, 0.9)}}}))
+    checks = plan.load_checks(tmp_path)
+    assert list(checks) == ["NVIDIA H200"]                                 # a --small run measures nothing
+    a = plan.assumption_for("ewe", "h200", None, checks)
+    assert a.utilisation == 0.3                                            # the most FLOP-bound cell's MFU
+    assert a.floors == {"hf_classifier": 0.04, "masked_lm": 0.02}       # b set the utilisation: FLOP-bound, no floor
+    assert a.floor_for("seq2seq")[0] == 0.02                               # the same layers as masked_lm
+    assert a.floor_for("causal_lm") == (0.02, "not measured: the smallest measured (masked_lm; a lower bound)")
+    borrowed = plan.assumption_for("ewe", "rtx4090", None, checks)
+    assert borrowed.floors == a.floors and "borrowed from NVIDIA H200" in borrowed.text()
+    assert plan.assumption_for("ewe", "rtx4090", None, {}).utilisation == plan.DEFAULT_UTILISATION
+    assert plan.assumption_for("ewe", "rtx4090", 0.2, checks).utilisation == 0.2   # --utilisation wins
+
+
+def test_h200_is_a_gpu_class():
+    peak = plan.peak_for(plan.GPU_CLASSES["h200"])
+    assert (peak["fp16"], peak["memory_gib"]) == (989.4, 141)
+
+
+def _measured_cell(row: str) -> tuple[dict, dict]:
+    """(the H200 check's cell, the plan's batch-1 measurement rebuilt from it): the pricing, not the counter."""
+    cell = next(c for rows in H200["papers"].values() for r, c in rows.items() if r == row)
+    per_example = cell["flops_per_step"] / cell["batch"]
+    return cell, {"params": cell["params"], "step_flops": per_example, "fwd_flops": per_example / 3,
+                  "act_fp32_bytes": 0, "act_fp16_bytes": 0}
+
+
+def _priced(overrides: list[str], row: str, pack: int = 1) -> dict:
+    (stage,) = plan.stages(plan.compose_cell(overrides)[0])
+    cell, m = _measured_cell(row)
+    return plan.project(stage, m, plan.assumption_for("", "h200", None, plan.load_checks(GPU_DIR), pack))
+
+
+PTB = ["experiment=tensorcoder_table1", "profile=full", "dataset=ptb", "seed=1"]
+
+
+@pytest.mark.parametrize("overrides,row", [([*PTB, "model=transformer_8head"], "transformer_8head"),
+                                           ([*PTB, "model=tensorcoder_8conv"], "tensorcoder_8conv"),
+                                           (["experiment=ewe_table3", "profile=full", "dataset=uspto", "seed=1",
+                                             "model=bert_ewe"], "bert_ewe")])
+def test_a_full_cell_alone_on_the_h200_is_priced_at_its_measured_rate(overrides, row):
+    cell, _ = _measured_cell(row)
+    s = _priced(overrides, row)
+    measured = 1 / cell["fp16"]["steps_per_s"]
+    assert s["bound"] == "floor" and s["step_s"] == pytest.approx(measured, rel=0.3)
+    train = s["steps"] * measured / 3600
+    assert train * 0.7 <= s["gpu_hours"] <= (s["steps"] + s["eval_batches"]) * measured / 3600 * 1.3
+
+
+@pytest.mark.parametrize("model", sorted(PACKED["cells"]))
+def test_five_ptb_cells_sharing_the_h200_are_priced_at_the_measured_packed_rate(model):
+    ran = PACKED["cells"][model]
+    s = _priced([*PTB, f"model={model}", f"trainer.max_steps={ran['steps']}"], "transformer_8head",
+                pack=PACKED["cells_sharing"])
+    assert s["wall_hours"] * 3600 == pytest.approx(PACKED["seconds"], rel=0.3)      # each cell's own 410 s
+    assert s["gpu_hours"] == pytest.approx(s["wall_hours"] / PACKED["cells_sharing"])
+    # the plan's validation schedule is the one the run logged (plus one test pass)
+    assert s["eval_batches"] == pytest.approx(ran["validations"] * PACKED["val_batches"], rel=0.1)
+
+
+def test_a_committed_plan_does_not_depend_on_the_machines_data_folder(monkeypatch):
+    from langrepr.cell import cell_fingerprint
+
+    prints = []
+    for folder in ("/data/a", "/elsewhere/b"):
+        monkeypatch.setenv("LANGREPR_DATA_DIR", folder)
+        cfg, _ = plan.compose_cell([*PTB, "model=transformer_8head"])
+        prints.append((cell_fingerprint(cfg), plan.portable_fingerprint(cfg, cell_fingerprint)))
+    assert prints[0][0] != prints[1][0]                # the real identity counts where the data lives
+    assert prints[0][1] == prints[1][1]                # the plan's does not
+
+
+def _fake_plan(table, profile, gpu, utilisation, checks, extra=(), log=print, pack=1):
+    a = plan.assumption_for("", gpu, utilisation, checks, pack)
+    return {"table": table, "profile": profile, "settings": plan.settings(profile, gpu, utilisation, pack, extra),
+            "assumption": a.__dict__ | {"text": a.text()}, "cells": [], "downloads": [], "findings": [],
+            "totals": plan.totals([])}
+
+
+def test_a_plan_with_other_settings_writes_beside_the_committed_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(plan.cli, "plan_table", _fake_plan)
+    plan.main(["--table", "leam_table3", "--out", str(tmp_path)])
+    committed = (tmp_path / "leam_table3.json").read_text()
+    plan.main(["--table", "leam_table3", "--out", str(tmp_path), "+trainer.max_steps=100"])
+    plan.main(["--table", "leam_table3", "--out", str(tmp_path), "--gpu", "h200"])
+    assert (tmp_path / "leam_table3.json").read_text() == committed
+    assert json.loads((tmp_path / "leam_table3.partial.json").read_text())["settings"]["gpu"] == "h200"
+    out = capsys.readouterr().out
+    assert out.count("kept ") == 2 and "leam_table3.partial.md" in out
+    plan.main(["--table", "leam_table3", "--out", str(tmp_path)])          # the same settings replace it
+    assert (tmp_path / "leam_table3.json").read_text() == committed
+
+
+@pytest.mark.parametrize("argv,says", [(["--utilisation", "0"], "--utilisation 0 "),
+                                       (["--utilisation", "-0.5"], "--utilisation -0.5 "),
+                                       (["--utilisation", "abc"], "invalid float"),
+                                       (["--profile", "weird"], "unknown profile 'weird'"),
+                                       (["--pack", "0"], "--pack 0 "), (["--pack", "9"], "--pack 9"),
+                                       (["--gpu", "k80"], "invalid choice"),
+                                       (["no_such_key=1"], "do not compose")])
+def test_a_bad_value_is_one_line_before_any_work(argv, says, monkeypatch):
+    monkeypatch.setattr(plan.cli, "plan_table", lambda *a, **k: pytest.fail("planned with a bad value"))
+    with pytest.raises(SystemExit) as exit:
+        plan.main(["--table", "leam_table3", "--out", "/nonexistent/plan", *argv])
+    message = str(exit.value.code)
+    assert message.startswith("error: ") and says in message and "\n" not in message
 
 
 def test_sweep_expands_as_the_basic_sweeper():

@@ -1,0 +1,5 @@
+"""`python -m langrepr.plan`."""
+
+from langrepr.plan.cli import main
+
+main()
