@@ -21,7 +21,7 @@ def one_line_error(result) -> str:
 def test_unknown_model_lists_the_choices():
     result = run_cli("langrepr.train", "model=no_such_model")
     line = one_line_error(result)
-    assert "unknown model 'no_such_model'" in line and "all model options: " in result.stderr and "bert_ewe" in result.stderr
+    assert "unknown model 'no_such_model': choose one of" in line and "bert_ewe" in line
 
 
 def test_missing_data_path_says_how_to_fix(tmp_path):
@@ -48,7 +48,7 @@ def test_unknown_choice_of_a_paper_config_group_lists_the_choices():
     from langrepr.errors import UserError
     from langrepr.train import check_group_choices
 
-    with pytest.raises(UserError, match="unknown bitcipher_vectors 'nope': .*\n  all bitcipher_vectors options: .*cipher"):
+    with pytest.raises(UserError, match="unknown bitcipher_vectors 'nope': choose one of .*cipher"):
         check_group_choices(["bitcipher_vectors=nope"])
 
 

@@ -30,8 +30,9 @@ def unknown_choice(what: str, choice: str, options: list[str]) -> str:
     import difflib
 
     near = difflib.get_close_matches(choice, options, n=3, cutoff=0.5)
-    hint = f"did you mean {' or '.join(near)}?" if near else f"{len(options)} options, listed below"
-    return f"unknown {what} '{choice}': {hint}\n  all {what} options: {', '.join(options)}"
+    if not near:   # nothing close: the list is the one thing to say
+        return f"unknown {what} '{choice}': choose one of {', '.join(options)}"
+    return f"unknown {what} '{choice}': did you mean {' or '.join(near)}?\n  all {what} options: {', '.join(options)}"
 
 
 class Diverged(UserError):
