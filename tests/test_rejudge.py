@@ -5,11 +5,13 @@ a committed table it cannot reproduce. Each case runs on a tmp copy of a committ
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import pytest
 
 from conftest import ROOT
+from langrepr import verdicts
 from langrepr.tables import main
 
 TABLE, STEM = "leam_table2", "leam_table2.quick"
@@ -77,6 +79,27 @@ def test_a_column_the_spec_does_not_name_is_kept_and_flagged(outputs):
     partial = json.loads((outputs / "tables" / f"{STEM}.partial.json").read_text())
     assert len([o for o in partial["orphans"] if o["column"] == "AG news"]) == 10    # every row measured it
     assert any("column 'AG news' of the JSON is not in the spec (renamed?)" in n for n in partial["notes"])
+
+
+def test_a_nan_cell_is_not_judged_and_says_why(outputs):
+    def nan(table):
+        row(table, "LEAM (paper eqs.)")["cells"]["AG News"]["ours"] = float("nan")
+    edit(outputs, nan)
+    rejudge(outputs)
+    table = json.loads((outputs / "tables" / f"{STEM}.json").read_text())   # verdicts only changed: in place
+    claims = [c for c in table["claims"] if c["a"]["row"] == "LEAM (paper eqs.)" and c["a"]["column"] == "AG News"]
+    assert claims and all(c["verdict"] == "not judged" for c in claims)
+    assert all("LEAM (paper eqs.) / AG News: its mean is nan" in c["reason"] for c in claims)
+    assert math.isnan(row(table, "LEAM (paper eqs.)")["cells"]["AG News"]["ours"])   # kept as it is
+
+
+def test_judge_never_marks_a_non_finite_side():
+    side = {"row": "A", "column": "Acc", "mean": 80.0, "std": 1.0, "n": 3}
+    for bad in ({"mean": float("nan")}, {"std": float("inf")}):
+        out = verdicts.judge({"op": "gt", "a": {**side, **bad}, "b": {**side, "row": "B", "mean": 70.0}})
+        assert out["verdict"] == "not judged" and out["holds"] is None and "A / Acc" in out["reason"]
+    floor = verdicts.floor_status({"ours": float("nan"), "std": 1.0, "n": 3}, {"ours": 25.0, "std": 0.0, "n": 3})
+    assert floor["clears"] is None
 
 
 @pytest.mark.parametrize("key,value", [("std", "0.56"), ("n", "3"), ("ours", "87.7")])
