@@ -220,3 +220,45 @@ def test_a_mistyped_grid_choice_is_one_line_listing_the_options():
     from langrepr.train import check_group_choices
     with pytest.raises(UserError, match="unknown encoder 'bertt': did you mean bert\?\n  all encoder options: bert, leam, none, swem, tensorcoder"):
         check_group_choices(["encoder=bertt"])
+
+
+@pytest.mark.parametrize("code,partial_bytes", [(28, True), (30, False)])   # ENOSPC mid-write; EROFS at the open
+def test_an_unwritable_figures_folder_is_one_line_and_leaves_no_temp_file(tmp_path, capfd, monkeypatch, code,
+                                                                          partial_bytes):
+    """A full disk or a read-only folder under the heat map: one line, exit 2, no `*.tmp*` left, nothing replaced."""
+    import errno
+
+    import matplotlib.figure
+
+    assert code in (errno.ENOSPC, errno.EROFS)
+    committed = ROOT / "outputs" / "tables" / "grid.quick.json"
+    (tmp_path / "tables").mkdir()
+    shutil.copy(committed, tmp_path / "tables" / "grid.quick.json")
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "grid.quick.png").write_bytes(b"\x89PNG committed")
+
+    def savefig(self, fname, *args, **kwargs):
+        if partial_bytes:
+            Path(fname).write_bytes(b"\x89PNG half")
+        raise OSError(code, os.strerror(code), str(fname))
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    with pytest.raises(SystemExit) as exit_:
+        grid.main(["--profile", "quick", "--outputs", str(tmp_path)])
+    err = capfd.readouterr().err.strip()
+    assert exit_.value.code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("error: cannot write") and os.strerror(code) in err
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["grid.quick.png"]
+    assert (tmp_path / "figures" / "grid.quick.png").read_bytes() == b"\x89PNG committed"
+    assert (tmp_path / "tables" / "grid.quick.json").read_bytes() == committed.read_bytes()
+    assert sorted(p.name for p in (tmp_path / "tables").iterdir()) == ["grid.quick.json"]
+
+
+def test_partial_and_temporary_renders_are_git_ignored():
+    """`make tables` in a clone writes the grid's heat map beside the committed one: never a file to commit."""
+    names = ["outputs/figures/grid.quick.partial.png", "outputs/tables/grid.quick.partial.json",
+             "outputs/figures/.grid.quick.png.abc123.tmp", "outputs/figures/grid.quick.tmp.png"]
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *names], cwd=ROOT, capture_output=True, text=True)
+    assert sorted(ignored.stdout.split()) == sorted(names)
+    kept = subprocess.run(["git", "check-ignore", "--no-index", "outputs/figures/grid.quick.png"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert kept.returncode == 1   # the committed heat map stays tracked

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from langrepr.confpaths import CONF_DIR
-from langrepr.errors import exits_on_user_error
+from langrepr.errors import UserError, exits_on_user_error
 
 log = logging.getLogger("langrepr.grid")
 
@@ -193,12 +195,32 @@ def heat_map(table: dict, path: Path) -> Path | None:
                  "n/c = does not compose, ✗ = below the floor, * = best beyond the noise, — = not run", fontsize=8)
     fig.colorbar(image, ax=ax, fraction=0.03, label="points above the floor")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        save_atomic(fig, path)
+    finally:
+        plt.close(fig)
     return path
+
+
+def save_atomic(fig: Any, path: Path) -> None:
+    """Save `fig` as PNG at `path` through a hidden temp file renamed over it.
+
+    A full disk or a read-only folder leaves the figure on disk as it was and no temp file behind; the OSError
+    goes up naming `path` (the file the user knows), for `main` to say in one line.
+    """
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        fig.savefig(tmp, dpi=110, format="png")
+        os.replace(tmp, path)
+    except BaseException as err:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            err.filename = str(path)
+        raise
 
 
 def to_markdown(table: dict, spec: dict) -> str:
@@ -301,7 +323,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     with exits_on_user_error():
-        table = render(args.profile, args.outputs, force=args.force)
+        try:
+            table = render(args.profile, args.outputs, force=args.force)
+        except OSError as err:
+            from langrepr.tables import unwritable
+
+            if not unwritable(err):
+                raise
+            raise UserError(f"cannot write {err.filename or args.outputs}: {err.strerror}; free space or pass "
+                            "--outputs <a writable folder holding the run folders> (the grid and heat map already "
+                            "on disk are untouched)") from None
     print(f"grid ({table['profile']}): {table['measured']} measured cells of {table['composing']} that compose")
 
 

@@ -248,8 +248,10 @@ def dry_notes(rows: list[dict]) -> list[str]:
 
 
 def dry_summary(rows: list[dict], columns: list[str]) -> str:
-    """What a dry render found, counted by run folder (a run read by several columns counts once), e.g.
-    "dry run, 36 cell run(s): 15 ran 2 steps at full size (PTB valid loss, PTB attn GFLOPs); 15 no data (...)"."""
+    """What a dry render found, counted by run folder (a run read by several columns counts once).
+
+    E.g. "dry run, 36 cell run(s): 15 ran 2 steps at full size (PTB valid loss, PTB attn GFLOPs); 15 no data (...)".
+    """
     outcome: dict[str, str] = {}
     read_by: dict[str, list[str]] = {}
     for row in rows:
@@ -505,6 +507,11 @@ def to_markdown(table: dict, spec: dict) -> str:
     if table.get("not_run"):
         lines += ["", "Columns not run on this profile (their cells say \"not run\" whatever the runs recorded):", ""]
         lines += [f"- {name}: {reason}" for name, reason in table["not_run"].items()]
+    if table.get("orphans"):
+        lines += ["", "Measured cells of the JSON that the spec no longer names (kept as measured, not judged; "
+                  "rename the spec's row or column back, or re-run it):", ""]
+        lines += [f"- {o['row']} / {o['column']}: {fmt_ours(o['cell'], formats.get(o['column'], '{:.2f}'))} "
+                  f"(n = {o['cell'].get('n') or 0})" for o in table["orphans"]]
     if table["notes"]:
         lines += ["", "Notes:", ""] + [f"- {n}" for n in table["notes"]]
     return "\n".join(lines) + "\n"
@@ -556,8 +563,8 @@ def reproduces(new: dict, old: dict) -> bool:
 def existing_table(path: Path) -> dict:
     try:
         return json.loads(path.read_text()) if path.exists() else {}
-    except (OSError, ValueError):
-        log.warning("%s is unreadable; it will be replaced", path)
+    except (OSError, ValueError) as err:
+        log.warning("%s is unreadable (%s); read as if absent", path, type(err).__name__)
         return {}
 
 
@@ -704,32 +711,120 @@ def borrowed_rows(spec: dict, main_run_id: str, profile: str, outputs: Path) -> 
     return found
 
 
-def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs") -> dict:
+class NotRendered(UserError):
+    """The table has no JSON here to re-judge (`--rejudge all` skips it; one table asked by name is exit 2)."""
+
+
+CELL_NUMBERS = {"ours": "a number", "std": "a number", "paper": "a number", "n": "a whole number"}
+
+
+def read_table_json(path: Path, table: str, profile: str) -> dict:
+    """The rendered table at `path`, for a re-judge: any damage is one line naming the file and the fix.
+
+    A re-judge reads a committed file and may write over it, so a torn or hand-mangled JSON is never read as
+    absent (it would be "replaced" by nothing) and never reaches the judge (a `"0.56"` std is a TypeError there).
+    """
+    make = f"`make {table.replace('_', '-')} PROFILE={profile}`"
+    if not path.exists():
+        raise NotRendered(f"{path} does not exist: render the table first ({make})")
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError) as err:   # a cut file, a merge conflict, bytes that are not UTF-8
+        raise UserError(f"{path} is not readable JSON ({' '.join(str(err).split())}): restore it (`git checkout -- "
+                        f"{path}`) or re-render it ({make}); it was left as it is") from None
+    if not isinstance(old, dict) or not isinstance(old.get("rows"), list):
+        raise UserError(f"{path} is not a rendered table (no `rows` list): restore it (`git checkout -- {path}`) "
+                        f"or re-render it ({make})")
+    for i, row in enumerate(old["rows"]):
+        if not isinstance(row, dict) or not isinstance(row.get("key"), str) or not isinstance(row.get("cells"), dict):
+            raise UserError(f"{path}: row {i + 1} has no `key` and `cells`: restore the file or re-render it ({make})")
+        for column, cell in row["cells"].items():
+            where = f"{path}: row {row['key']!r}, column {column!r}"
+            if not isinstance(cell, dict):
+                raise UserError(f"{where} is {cell!r}, not a cell: restore the file or re-render it ({make})")
+            for key, kind in CELL_NUMBERS.items():
+                value = cell.get(key)
+                whole = kind == "a whole number"
+                if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                     and (not whole or float(value).is_integer())):
+                    continue
+                raise UserError(f"{where}: `{key}` is {value!r} ({type(value).__name__}), not {kind}: write it as "
+                                f"{kind} (or null), or re-render the table ({make})")
+    return old
+
+
+def orphan_cells(old_rows: dict[str, dict], spec: dict) -> list[dict]:
+    """The measured cells of a table JSON that the spec no longer names (a row or column renamed or removed).
+
+    A re-judge keeps them as measured, flagged and not judged: a spec rename must never drop three seeds' numbers.
+    """
+    rows, columns = {r["key"] for r in spec["rows"]}, {c["name"] for c in spec["columns"]}
+    orphans = []
+    for key, row in old_rows.items():
+        for name, cell in row.get("cells", {}).items():
+            if cell.get("ours") is None and not cell.get("stale_value"):
+                continue   # nothing measured to lose
+            if key not in rows:
+                why = f"row {key!r} of the JSON is not in the spec (renamed?): kept as measured, not judged"
+            elif name not in columns:
+                why = f"column {name!r} of the JSON is not in the spec (renamed?): kept as measured, not judged"
+            else:
+                continue
+            orphans.append({"row": key, "column": name, "why": why, "cell": {"std": None, **cell}})
+    return orphans
+
+
+def measured_values(table: dict) -> dict[tuple[str, str], str]:
+    """{(row, column): its mean, std and n as JSON text} of every measured cell (NaN equal to NaN)."""
+    return {(r["key"], name): json.dumps([c.get("ours"), c.get("std"), c.get("n")])
+            for r in table.get("rows", []) for name, c in r.get("cells", {}).items() if c.get("ours") is not None}
+
+
+def unreproduced(new: dict, old: dict, profile_name: str) -> list[str]:
+    """Why a re-judged table must not replace the JSON it came from: a measured value lost or changed, other settings.
+
+    Verdicts, floors, notes and titles may change: that is what a re-judge is for. The settings are the profile.
+    """
+    before, after = measured_values(old), measured_values(new)
+    changed = [f"{r} / {c}" for (r, c), value in before.items() if after.get((r, c)) != value]
+    reasons = []
+    if changed:
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        reasons.append(f"{len(changed)} measured cell(s) of the JSON would not be shown as measured: {shown}")
+    if old.get("profile") not in (None, profile_name):
+        reasons.append(f"the JSON holds profile {old.get('profile')!r} cells, this re-judge is for {profile_name!r}")
+    return reasons
+
+
+def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs", force: bool = False) -> dict:
     """Recompute floors, roles and verdicts of a rendered table from its JSON alone and the current spec.
 
     A clone holds the table JSONs, not the runs behind them: the cells (mean, std, n) stay as measured; the
     spec's rows, columns, claims and notes are re-read, so a claim added to the spec is judged without a re-run.
-    A row or column the JSON does not have renders "not run"; so does a column the spec's `not_run` names.
+    A row or column the JSON does not have renders "not run"; so does a column the spec's `not_run` names. A
+    measured row or column the spec no longer names is kept under `orphans`, flagged in the notes, not judged.
+    The result replaces the JSON (atomically) only when it shows every measured value of it unchanged, under the
+    same profile; otherwise it is written beside it as `<stem>.partial.{md,json}` unless `force`.
     """
     cfg = experiment_config(table, profile)
     spec = table_spec(cfg, table)
     path = Path(outputs) / "tables" / f"{table_stem(table, cfg.profile_name)}.json"
-    old = existing_table(path)
-    if not old:
-        raise UserError(f"{path} does not exist: render the table first (`make {table.replace('_', '-')} "
-                        f"PROFILE={profile}`)")
-    old_rows = {r["key"]: r for r in old.get("rows", [])}
+    old = read_table_json(path, table, profile)
+    empty = {"ours": None, "paper": None, "std": None, "n": 0, "runs": [], "seeds": [], "commits": [], "diverged": []}
+    old_rows = {r["key"]: r for r in old["rows"]}
+    kept = [o for o in old.get("orphans") or [] if isinstance(o, dict) and "row" in o and "column" in o]
+    found = {(o["row"], o["column"]) for o in kept}
+    orphans = kept + [o for o in orphan_cells(old_rows, spec) if (o["row"], o["column"]) not in found]
     for key, row in borrowed_rows(spec, cfg.run_id, profile, Path(outputs)).items():
         # another table's row fills a row this JSON lacks; a row measured with this table's own runs is kept (the
         # other table may have run under another recipe)
         if not any(c.get("ours") is not None for c in old_rows.get(key, {}).get("cells", {}).values()):
             old_rows[key] = row
-    empty = {"ours": None, "paper": None, "std": None, "n": 0, "runs": [], "seeds": [], "commits": [], "diverged": []}
     rows = []
     for row in spec["rows"]:
         cells = {}
         for column in spec["columns"]:
-            cell = dict(old_rows.get(row["key"], {}).get("cells", {}).get(column["name"]) or empty)
+            cell = {**empty, **(old_rows.get(row["key"], {}).get("cells", {}).get(column["name"]) or {})}
             cell["paper"] = row.get("paper", {}).get(column["name"])
             name = metric_name(column.get("metric", ""))
             if cell.get("ours") is not None and cell.get("metric_version", 1) < METRIC_VERSIONS.get(name, 1):
@@ -745,6 +840,7 @@ def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs") 
         rows.append({"key": row["key"], "reference": bool(row.get("reference", False)), "cells": cells})
     apply_floors(spec, rows)
     notes = filled_notes(list(spec.get("notes", [])), rows, spec) + shared_notes(spec, cfg.run_id)
+    notes += list(dict.fromkeys(o["why"] for o in orphans))
     ran = old.get("data") or spec.get("data", "")   # the data line describes the runs behind the cells: keep it
     if spec.get("data") and spec["data"] != ran:
         notes.append(f"These cells ran under an earlier recipe (the data line above); the current one is: "
@@ -752,9 +848,19 @@ def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs") 
     result = dict(old, title=spec["title"], columns=[c["name"] for c in spec["columns"]], rows=rows,
                   claims=judge_claims(spec, rows), data=ran, notes=notes,
                   not_run=dict(spec.get("not_run") or {}))
-    write_json_atomic(path, result)
-    write_text_atomic(path.with_suffix(".md"), to_markdown(result, spec))
-    log.info("Re-judged %s", path.with_suffix(".md"))
+    result.pop("orphans", None)
+    if orphans:
+        result["orphans"] = orphans
+    reasons = [] if force else unreproduced(result, old, cfg.profile_name)
+    result["kept_existing"] = bool(reasons)
+    target = path
+    if reasons:
+        target = path.with_name(path.name.removesuffix(".json") + ".partial.json")
+        log.warning("%s: kept %s and wrote the re-judged table beside it as %s (%s); pass --force to replace it",
+                    table, path, target.with_suffix(".md").name, "; ".join(reasons))
+    write_json_atomic(target, result)
+    write_text_atomic(target.with_suffix(".md"), to_markdown(result, spec))
+    log.info("Re-judged %s", target.with_suffix(".md"))
     return result
 
 
@@ -770,7 +876,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dry", action="store_true",
                         help="render the dry runs (`make <table> DRY=1`) into <table>.dry.md, marked DRY")
     parser.add_argument("--force", action="store_true",
-                        help="replace a table on disk even when this render has fewer measured cells")
+                        help="replace a table on disk even when this render has fewer measured cells (with "
+                             "--rejudge: even when the re-judged table does not show its measured values as they are)")
     parser.add_argument("--rejudge", action="store_true",
                         help="recompute floors and verdicts from the rendered JSON alone (no runs needed)")
     args = parser.parse_args(argv)
@@ -778,6 +885,7 @@ def main(argv: list[str] | None = None) -> None:
     names = args.tables
     if names == ["all"]:
         names = group_options("experiment")
+    failed = []
     try:
         for name in names:
             if name == "grid":      # its own renderer (composition, best-row marks, heat map); no import of it here
@@ -787,14 +895,20 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             if args.rejudge:
                 try:
-                    result = rejudge(name, args.profile, args.outputs)
+                    result = rejudge(name, args.profile, args.outputs, force=args.force)
                 except UserError as err:
                     if args.tables != ["all"]:
                         raise
-                    print(f"{name}: skipped ({err})")   # `all`: a table never rendered has nothing to re-judge
+                    if isinstance(err, NotRendered):   # `all`: a table never rendered has nothing to re-judge
+                        print(f"{name}: skipped ({err})")
+                    else:                              # a damaged one is an error, after the others are re-judged
+                        print(f"error: {name}: {err}", file=sys.stderr)
+                        failed.append(name)
                     continue
                 marks = [c.get("verdict") for c in result["claims"]]
-                print(f"{name} ({result['profile']}): " + ", ".join(f"{marks.count(m)} {m}" for m in dict.fromkeys(marks)))
+                beside = " (written beside the table on disk as .partial, see above)" if result["kept_existing"] else ""
+                print(f"{name} ({result['profile']}): " + ", ".join(f"{marks.count(m)} {m}" for m in dict.fromkeys(marks))
+                      + beside)
                 continue
             result = render(name, args.profile, args.outputs, force=args.force, dry=args.dry)
             if args.dry:
@@ -802,6 +916,8 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             missing = sum(c["ours"] is None for r in result["rows"] for c in r["cells"].values())
             print(f"{name} ({result['profile']}): {missing} cell(s) not run")
+        if failed:
+            sys.exit(2)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -73,6 +73,8 @@ def floor_status(cell: dict, floor: dict, margin: float = 0.0, better: str = "hi
     out = {"margin": margin, "better": better, "gap": None, "bound": None, "clears": None}
     if cell.get("ours") is None or floor.get("ours") is None:
         return out
+    if not all(finite(c.get(k)) for c in (cell, floor) for k in ("ours", "std")):
+        return out   # a NaN cell neither clears nor misses its floor: `judge` says "not judged" and why
     gap = cell["ours"] - floor["ours"] if better == "higher" else floor["ours"] - cell["ours"]
     noise = welch_bound(cell, floor)
     bound = noise["bound"]
@@ -102,6 +104,12 @@ def judge(record: dict) -> dict:
         return {**out, "verdict": "not judged", "reason": "a side was scored under an older metric definition"}
     if a["ours"] is None or (b is not None and b["ours"] is None):
         return {**out, "verdict": "not run", "reason": "a side has no finished run"}
+    not_numbers = [f"{record[name].get('row')} / {record[name].get('column')}: its {word} is {record[name][key]}"
+                   for name in ("a", "b") if record.get(name) for key, word in (("mean", "mean"), ("std", "seed std"))
+                   if not finite(record[name].get(key))]
+    if not_numbers:   # NaN compares false both ways: a ✓ or ✗ from it would be an artefact of the comparison
+        return {**out, "verdict": "not judged",
+                "reason": "; ".join(not_numbers) + " (not a number; re-run that cell with force=true)"}
     for name in ("a", "b"):
         side = record.get(name) or {}
         floor = side.get("floor")
@@ -148,6 +156,11 @@ def judge(record: dict) -> dict:
     holds = _holds(op, diff, record)
     return {**_decided(out), "holds": holds, "verdict": _mark(holds),
             "reason": f"|d| = {abs(diff):.4g} > {bound:.4g} (Welch t, {LEVEL:.0%})"}
+
+
+def finite(value: Any) -> bool:
+    """None (no value) or a finite number: what a verdict can read. NaN and ±inf are not."""
+    return value is None or math.isfinite(value)
 
 
 def leaning(op: str, diff: float, record: dict) -> dict:
