@@ -364,7 +364,7 @@ def test_the_guard_checks_at_epoch_end_and_before_a_step_checkpoint(tmp_path):
 
 def old_mask_tokens(input_ids, attention_mask, mask_token_id, vocab_size, num_special_tokens, mask_prob, generator):
     """masked_lm.mask_tokens before issue 32 (it read `chosen.any()` and `real.nonzero()` on the host)."""
-    from langrepr.tasks.masked_lm import IGNORE_INDEX
+    from langrepr.lm_targets import IGNORE_INDEX
 
     real = attention_mask.bool()
     u = torch.rand(input_ids.shape, generator=generator)
@@ -380,7 +380,7 @@ def old_mask_tokens(input_ids, attention_mask, mask_token_id, vocab_size, num_sp
 
 @pytest.mark.parametrize("mask_prob", [0.15, 0.001])     # 0.001: usually nothing drawn, the first real token chosen
 def test_device_side_masking_equals_the_old_masking(mask_prob):
-    from langrepr.tasks.masked_lm import mask_tokens
+    from langrepr.lm_targets import mask_tokens
 
     for seed in range(20):
         x = torch.randint(2, 40, (3, 9))

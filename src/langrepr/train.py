@@ -30,6 +30,7 @@ from langrepr.confpaths import CONF_DIR, config_groups, group_options
 from langrepr.data import integrity
 from langrepr.errors import Diverged, UserError, one_line, unknown_choice, write_failure
 from langrepr.metric_versions import METRIC_VERSIONS
+from langrepr.pipelines.bitcipher.warm_start import CipherWarmStart
 from langrepr.scale_out import FailedCell, fit_batch_to_devices, is_writer, write_record
 from langrepr.utils import git_commit, package_versions, write_text_atomic
 from langrepr.validation import canonical_overrides, check_command_line, validate_config
@@ -365,6 +366,8 @@ def run_training(cfg: DictConfig, output_dir: Path, record: dict, *, started: fl
     enable_wandb_offline_without_key(cfg)
     loggers = [instantiate(c) for c in cfg.get("logger", {}).values() if c is not None]
     callbacks = [instantiate(c) for c in cfg.get("callbacks", {}).values() if c is not None]
+    if getattr(task, "warm_start", None):   # Bit Cipher Fig. 4: cipher vectors of the training text, before fit
+        callbacks.append(CipherWarmStart(task.warm_start))
     record["step_switches"] = step_switches(cfg)
     apply_step_switches(record["step_switches"], dm, task, callbacks)
     last = next((c for c in callbacks if isinstance(c, LastCheckpoint)), None)

@@ -17,6 +17,7 @@ import torch
 from conftest import run_cli
 from langrepr.data.english.text_lm import TextLMDataModule
 from langrepr.errors import UserError
+from langrepr.lm_targets import next_token_targets
 from langrepr.models.causal_lm import CausalTransformerLM
 from langrepr.pipelines.bitcipher.cipher_embedding import (
     cached_cipher_embedding,
@@ -24,7 +25,8 @@ from langrepr.pipelines.bitcipher.cipher_embedding import (
     id_statistics,
 )
 from langrepr.pipelines.bitcipher.cooccurrence import left_counts, shard_counts
-from langrepr.tasks.causal_lm import CausalLMTask, causal_unigram_ppl, next_token_targets
+from langrepr.pipelines.bitcipher.warm_start import CipherWarmStart, cipher_matrix
+from langrepr.tasks.causal_lm import CausalLMTask, causal_unigram_ppl
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = "the cat sat on a mat the dog ran in the park a big red cat saw the dog".split()
@@ -117,9 +119,8 @@ def test_bad_warm_start_inputs_are_one_line_errors():
     with pytest.raises(UserError, match="outside"):
         cipher_embedding(np.array([1, 12]), 10, bits=8)
     net = CausalTransformerLM(vocab_size=10, max_len=8, hidden_size=8, num_layers=1, num_heads=2)
-    task = CausalLMTask(net, optimizer=partial(torch.optim.AdamW, lr=1e-3), warm_start={"bits": 16, "radius": 2})
     with pytest.raises(UserError, match="bits = model.net.hidden_size"):
-        task.apply_warm_start(np.arange(10))
+        cipher_matrix({"bits": 16, "radius": 2}, np.arange(10), 10, width=8)
     with pytest.raises(UserError, match="freeze_embedding_steps"):
         CausalLMTask(net, optimizer=partial(torch.optim.AdamW), freeze_embedding_steps=-1)
 
@@ -155,7 +156,7 @@ def test_embedding_is_cipher_initialised_frozen_for_n_steps_then_trains(tmp_path
     trace = EmbeddingTrace()
     trainer = pl.Trainer(max_steps=6, accelerator="cpu", logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                         limit_val_batches=0, callbacks=[trace])
+                         limit_val_batches=0, callbacks=[CipherWarmStart(spec), trace])
     trainer.fit(task, datamodule=dm)
     ids, mask = dm.train_dataloader().dataset.tensors
     expected = cipher_embedding(ids[mask.bool()].numpy(), vocab, **spec)

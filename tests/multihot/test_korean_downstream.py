@@ -13,9 +13,8 @@ from langrepr.data.korean.ner import bio_to_spans, morpheme_tags, read_klue_ner,
 from langrepr.data.korean.nsmc import label_of, nsmc_style_split, read_crawl
 from langrepr.data.korean.srl import predicate_segment, read_modu_srl
 from langrepr.data.korean.token_lists import SPECIALS, TokenList
+from langrepr.downstream_scores import MajorityTagger, accuracy, all_outside, majority_class, tagging_scores
 from langrepr.errors import UserError
-from langrepr.pipelines.multihot.references import MajorityTagger, all_outside, majority_class
-from langrepr.pipelines.multihot.scores import accuracy, tagging_scores
 
 KLUE = """## 토큰, 레이블 구분자 : \\t
 ## 컬럼명 : CHAR\tNE_TAG

@@ -10,8 +10,7 @@ from langrepr.data.korean.korquad import Question
 from langrepr.data.korean.korquad_features import answer_divided
 from langrepr.data.korean.morphemes import analyser_name
 from langrepr.data.korean.token_lists import SPECIALS, TokenList
-from langrepr.pipelines.multihot.references import first_sentence
-from langrepr.pipelines.multihot.scores import exact_match, f1, normalize_answer, score
+from langrepr.downstream_scores import exact_match, f1, first_sentence, normalize_answer, score
 from langrepr.tasks.span_qa import best_span
 
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from langrepr.tasks.masked_lm import IGNORE_INDEX, mask_tokens
+from langrepr.lm_targets import IGNORE_INDEX, mask_tokens
 from langrepr.tasks.translation import beam_search, gnmt_length_penalty
 from langrepr.train import train
 

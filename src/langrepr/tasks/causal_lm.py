@@ -6,8 +6,9 @@ holds the perplexity curve Figure 4 plots; ``val/ppl_best`` is its minimum, ``va
 test score.
 
 Warm start (``warm_start`` not null): before training, the net's input embedding is overwritten by cipher
-vectors computed from the datamodule's training stream (`langrepr.pipelines.bitcipher.cipher_embedding`; bits = the
-model width) and kept frozen for ``freeze_embedding_steps`` optimiser steps, then trained like every other
+vectors of the datamodule's training stream (bits = the model width; built by the callback
+`langrepr.pipelines.bitcipher.warm_start.CipherWarmStart`, which `langrepr.train` adds for such a task and which
+hands them to `load_warm_start`) and kept frozen for ``freeze_embedding_steps`` optimiser steps, then trained like every other
 weight (the paper's freeze-then-thaw). Frozen = its gradient is dropped before each optimiser step, so AdamW
 neither moves nor decays it; the optimiser state starts when it thaws. A cold start (``warm_start: null``)
 keeps GPT-2's random init; ``freeze_embedding_steps`` applies to it too (0 in Figure 4's cold rows).
@@ -27,25 +28,8 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric, MinMetric
 
 from langrepr.errors import UserError
-from langrepr.pipelines.bitcipher.cipher_embedding import cached_cipher_embedding
+from langrepr.lm_targets import next_token_targets, training_stream
 from langrepr.tasks.base import NLLTask
-
-
-def next_token_targets(input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
-    """(targets (B, T−1), valid (B, T−1)): position t predicts id t+1 when both are real tokens."""
-    valid = attention_mask[:, 1:].bool() & attention_mask[:, :-1].bool()
-    return input_ids[:, 1:], valid
-
-
-def training_stream(datamodule: Any) -> np.ndarray:
-    """The datamodule's training split as one stream of ids, in corpus order (padding dropped)."""
-    dataset = datamodule.train_dataloader().dataset
-    tensors = getattr(dataset, "tensors", None)
-    if not tensors or len(tensors) < 2:
-        raise UserError(f"{type(datamodule).__name__}: the cipher warm start reads the training split as "
-                        "(ids, attention_mask) tensors; use a datamodule like langrepr.data.english.text_lm")
-    ids, mask = tensors[0], tensors[1]
-    return ids[mask.bool()].numpy()
 
 
 class CausalLMTask(NLLTask):
@@ -72,21 +56,8 @@ class CausalLMTask(NLLTask):
         self.val_ppl_first: float | None = None        # the start of the curve, where a warm start should show
 
     # ---------------------------------------------------------------- warm start
-    def setup(self, stage: str) -> None:
-        super().setup(stage)
-        if stage == "fit" and self.warm_start and not self._warm_started:
-            self.apply_warm_start(training_stream(self.trainer.datamodule))
-
-    def apply_warm_start(self, stream: np.ndarray) -> None:
-        """Overwrite the input embedding with cipher vectors of `stream` (bits must equal the model width)."""
-        spec = dict(self.warm_start)
-        cache_dir = spec.pop("cache_dir", None)
-        width = self.net.input_embedding.weight.shape[1]
-        if int(spec.get("bits", width)) != width:
-            raise UserError(f"warm_start.bits={spec['bits']} but the model width is {width}: the cipher vectors "
-                            "enter the embedding as they are, so set bits = model.net.hidden_size")
-        spec["bits"] = width
-        matrix = cached_cipher_embedding(cache_dir, stream, self.net.input_embedding.weight.shape[0], **spec)
+    def load_warm_start(self, matrix: np.ndarray) -> None:
+        """Take the warm-start vectors (`langrepr.pipelines.bitcipher.warm_start.CipherWarmStart` builds them)."""
         self.net.load_input_embedding(matrix)
         self._warm_started = True
 

@@ -16,54 +16,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, MinMetric
 
+from langrepr.lm_targets import EVAL_MASK_SEED, IGNORE_INDEX, eval_mask_generator, mask_tokens
 from langrepr.tasks.base import NLLTask
 
-IGNORE_INDEX = -100
-EVAL_MASK_SEED = 1234  # default seed of the fixed validation/test masks
 SYNC_FREE_DEVICES = ("cuda",)  # where `MaskedLMTask.sync_free` scores every position (a host read waits there)
-
-
-def mask_tokens(
-    input_ids: Tensor,
-    attention_mask: Tensor,
-    mask_token_id: int,
-    vocab_size: int,
-    num_special_tokens: int,
-    mask_prob: float = 0.15,
-    generator: torch.Generator | None = None,
-) -> tuple[Tensor, Tensor]:
-    """BERT masking: returns (corrupted input_ids, labels with IGNORE_INDEX at unchosen positions).
-
-    Random replacements are drawn from ids >= num_special_tokens (never padding or [MASK]).
-    At least one token per batch is chosen (the first real one when the draw chose none), so the loss is always
-    defined; decided on the device, so that masking never waits for the GPU.
-    """
-    device = input_ids.device
-    gen_device = generator.device if generator is not None else device  # eval masks: a CPU generator
-    real = attention_mask.bool()
-    u = torch.rand(input_ids.shape, generator=generator, device=gen_device).to(device)
-    r = torch.rand(input_ids.shape, generator=generator, device=gen_device).to(device)
-    random_ids = torch.randint(num_special_tokens, vocab_size, input_ids.shape, generator=generator,
-                               device=gen_device).to(device)
-    chosen = (u < mask_prob) & real
-    flat = real.flatten()
-    first_real = (flat & (flat.cumsum(0) == 1)).view_as(real)      # row-major, as real.nonzero()[0]
-    chosen = chosen | (first_real & ~chosen.any())
-    labels = torch.where(chosen, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
-    corrupted = torch.where(chosen & (r < 0.8), torch.full_like(input_ids, mask_token_id), input_ids)
-    corrupted = torch.where(chosen & (r >= 0.8) & (r < 0.9), random_ids, corrupted)
-    return corrupted, labels
-
-
-def eval_mask_generator(seed: int, batch_idx: int, dataloader_idx: int = 0) -> torch.Generator:
-    """The generator of batch ``batch_idx``'s fixed evaluation masks (loader 0 = validation, 1 = first test split).
-
-    A CPU generator, so the masks are identical on any device; reference rows
-    (`langrepr.pipelines.references.lm`) replay it to score the very tokens the models are scored on.
-    """
-    g = torch.Generator()
-    g.manual_seed(seed + 100_003 * dataloader_idx + batch_idx)
-    return g
 
 
 class MaskedLMTask(NLLTask):

@@ -7,7 +7,7 @@ scores (`pretraining_metrics`, recorded again in this cell: Table 2's full cells
 the gold data of the test part. The task trains every parameter with the configured optimizer and schedule
 (`optimizer:` / `scheduler:`, set from `finetune.<task>` by the experiment) for `trainer.max_steps`, then scores
 the test part once, its own predictions and the reference predictors' alike
-(`langrepr.pipelines.multihot.scores` / `references`): model scores are `test/...`, references
+(`langrepr.downstream_scores` / `references`): model scores are `test/...`, references
 `reference/<name>/...` or `baseline/...`. Under DDP every rank predicts its share of the test part and the
 predictions are gathered before scoring. Predictions go to `<cell>/predictions.json`.
 
@@ -26,10 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from langrepr.downstream_scores import accuracy, majority_class
 from langrepr.errors import UserError
 from langrepr.models.multihot_heads import SentenceHead
-from langrepr.pipelines.multihot.references import majority_class
-from langrepr.pipelines.multihot.scores import accuracy
 from langrepr.tasks.optim import configure
 from langrepr.utils import write_json_atomic
 

@@ -4,7 +4,7 @@ Start/end cross-entropy over input positions (BERT's SQuAD head, `models.multiho
 windows whose answer spans sit at morpheme units (`langrepr.data.korean.korquad_features`). A question's answer
 is the best span over its windows (start ≤ end < start + `max_answer` positions, inside the paragraph), mapped
 back to raw text through the morphemes' character offsets and scored by KorQuAD v1.0's official EM and character
-F1 (`langrepr.pipelines.multihot.scores`): `test/em`, `test/f1`; the paragraph's first sentence, scored the same
+F1 (`langrepr.downstream_scores`): `test/em`, `test/f1`; the paragraph's first sentence, scored the same
 way, is the reference (`baseline/em`, `baseline/f1`). Table 4 reads EM on the test answers this cell's token list
 divides and those it does not (`<token_list>/divided/finetuned_em`, `<token_list>/not_divided/finetuned_em`).
 """
@@ -18,9 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from langrepr.downstream_scores import first_sentence, score
 from langrepr.models.multihot_heads import SpanQAHead
-from langrepr.pipelines.multihot.references import first_sentence
-from langrepr.pipelines.multihot.scores import score
 from langrepr.tasks.multihot_downstream import FinetuneTask
 
 

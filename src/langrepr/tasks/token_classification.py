@@ -25,9 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from langrepr.downstream_scores import OUTSIDE, MajorityTagger, all_outside, tagging_scores
 from langrepr.models.multihot_heads import TaggingHead
-from langrepr.pipelines.multihot.references import OUTSIDE, MajorityTagger, all_outside
-from langrepr.pipelines.multihot.scores import tagging_scores
 from langrepr.tasks.multihot_downstream import IGNORE, FinetuneTask, by_index
 
 

@@ -13,8 +13,7 @@ from langrepr.data.korean.korquad import load_korquad
 from langrepr.data.korean.korquad_features import answer_divided
 from langrepr.data.korean.morphemes import cached_analysis
 from langrepr.data.korean.prepare import token_lists
-from langrepr.pipelines.multihot.references import first_sentence
-from langrepr.pipelines.multihot.scores import score
+from langrepr.downstream_scores import first_sentence, score
 
 
 def korquad_answer_pipeline(output_dir: str, korquad: dict, corpus: dict, sizes: dict, cache_dir: str,

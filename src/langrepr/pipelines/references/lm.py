@@ -24,7 +24,7 @@ import sacrebleu
 import torch
 
 from langrepr.errors import UserError
-from langrepr.tasks.masked_lm import EVAL_MASK_SEED, IGNORE_INDEX, eval_mask_generator, mask_tokens
+from langrepr.lm_targets import EVAL_MASK_SEED, IGNORE_INDEX, eval_mask_generator, mask_tokens
 from langrepr.utils import write_json_atomic
 
 

@@ -7,7 +7,7 @@
   lower case, shape, prefix / suffix), no sequence model.
 
 Both build the cell's datamodule from its config (same files, IOB2 tags, caps) and are scored by seqeval (entity
-level, `langrepr.pipelines.multihot.scores.tagging_scores`) under the model rows' metric names (`test/micro_f1`).
+level, `langrepr.downstream_scores.tagging_scores`) under the model rows' metric names (`test/micro_f1`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from langrepr.downstream_scores import MajorityTagger, tagging_scores
 from langrepr.errors import UserError
-from langrepr.pipelines.multihot.references import MajorityTagger
-from langrepr.pipelines.multihot.scores import tagging_scores
 
 
 def _splits(datamodule: DictConfig) -> tuple[Any, list, list]:

@@ -1,10 +1,15 @@
-"""Scores of the multi-hot LM's downstream tasks, one definition for model rows (tasks) and reference rows.
+"""Scores of the multi-hot LM's downstream tasks and the predictors that learn nothing, one definition each.
+
+Why one module under both tasks and pipelines: a table sets a model row (scored by its task) beside a reference
+row (scored in the same cell, or by a pipeline such as Table 4's answer split) cell by cell, so both must be
+scored, and the references predicted, by the same code; and neither layer may import the other.
 
 `exact_match` / `f1` follow KorQuAD v1.0's official evaluation (the SQuAD v1.1 script with Korean symbol
 removal and CHARACTER-level F1, because Korean word segments carry particles); no installed library provides
 it (torchmetrics' SQuAD F1 is whitespace-token level). Scores are against the raw answer texts, max over the
 gold answers, x100. Tagging: seqeval entity-level macro / micro F1 and per-type F1 (conlleval rules), x100.
-Classification: accuracy, x100. Imports no data, task or model code.
+Classification: accuracy, x100. References: the paragraph's first sentence (KorQuAD), every morpheme O and the
+per-morpheme majority tag (NER), the training part's majority class (NSMC). Imports no data, task or model code.
 """
 
 from __future__ import annotations
@@ -71,3 +76,37 @@ def tagging_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[s
 
 def accuracy(gold: Sequence[int], predicted: Sequence[int]) -> float:
     return 100 * sum(g == p for g, p in zip(gold, predicted)) / max(len(gold), 1)
+
+
+# ---------------------------------------------------------------- references: predictors that learn nothing
+OUTSIDE = "O"                                      # the BIO tag of a morpheme outside every span
+SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
+
+
+def first_sentence(context: str) -> str:
+    """KorQuAD reference reader: the first sentence of the paragraph."""
+    return SENTENCE_END.split(context.strip(), maxsplit=1)[0]
+
+
+def all_outside(morphemes: Sequence[Sequence[tuple]]) -> list[list[str]]:
+    """The gazetteer-free floor: every morpheme O."""
+    return [[OUTSIDE] * len(m) for m in morphemes]
+
+
+class MajorityTagger:
+    """Each (form, POS) morpheme gets the tag it carried most often in training; unseen morphemes get O."""
+
+    def __init__(self, morphemes: Sequence[Sequence[tuple]], tags: Sequence[Sequence[str]]):
+        counts: dict[tuple, Counter] = {}
+        for sentence, sentence_tags in zip(morphemes, tags):
+            for m, tag in zip(sentence, sentence_tags):
+                counts.setdefault(tuple(m[:2]), Counter())[tag] += 1
+        self.best = {m: c.most_common(1)[0][0] for m, c in counts.items()}
+
+    def __call__(self, morphemes: Sequence[Sequence[tuple]]) -> list[list[str]]:
+        return [[self.best.get(tuple(m[:2]), OUTSIDE) for m in sentence] for sentence in morphemes]
+
+
+def majority_class(labels: Sequence[int]) -> int:
+    """The training part's most frequent label (NSMC reference row)."""
+    return Counter(labels).most_common(1)[0][0]
