@@ -262,3 +262,11 @@ def test_partial_and_temporary_renders_are_git_ignored():
     kept = subprocess.run(["git", "check-ignore", "--no-index", "outputs/figures/grid.quick.png"], cwd=ROOT,
                           capture_output=True, text=True)
     assert kept.returncode == 1   # the committed heat map stays tracked
+
+
+def test_a_grid_no_cell_has_run_is_written_as_partial_not_as_a_table(tmp_path):
+    """`make tables` (full profile) on a clone: no grid run, no committed full grid -> `.partial`, never grid.md."""
+    grid.main(["--profile", "full", "--outputs", str(tmp_path)])
+    assert not (tmp_path / "tables" / "grid.md").exists() and not (tmp_path / "tables" / "grid.json").exists()
+    assert json.loads((tmp_path / "tables" / "grid.partial.json").read_text())["measured"] == 0
+    assert not (tmp_path / "figures" / "grid.png").exists()

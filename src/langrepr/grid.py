@@ -301,7 +301,12 @@ def render(profile: str = "quick", outputs: str | Path = "outputs", figures: str
     stem = table_stem("grid", profile_name)
     reasons = [] if force else thinner_than(table, existing_table(outputs / "tables" / f"{stem}.json"))
     table["kept_existing"] = bool(reasons)
-    if reasons:
+    if not force and not reasons and not table["measured"]:
+        # as for a paper table: a grid no cell has run (`make tables` on a clone, full profile) is not a result
+        log.warning("grid: no cell has a finished run under %s yet: wrote outputs/tables/%s.partial.md, not a "
+                    "table (pass --force to write one of 'not run' cells)", outputs / profile_name, stem)
+        stem += ".partial"
+    elif reasons:
         log.warning("grid: kept outputs/tables/%s.json and wrote this render beside it as %s.partial.md (%s); pass "
                     "--force to replace it", stem, stem, "; ".join(reasons))
         stem += ".partial"
