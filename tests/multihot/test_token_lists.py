@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from langrepr.data.korean.corpus import nsmc_neutral_reviews
-from langrepr.data.korean.token_lists import CONTINUATION, SPECIALS, train_bpe
+from langrepr.data.korean.morphemes import analyser_name, corpus_key
+from langrepr.data.korean.prepare import list_key, token_lists
+from langrepr.data.korean.token_lists import BPE_TRAINER, CONTINUATION, KINDS, SPECIALS, TokenList, train_bpe
 
 DATA = Path(os.environ["LANGREPR_DATA_DIR"]) if os.environ.get("LANGREPR_DATA_DIR") else None
 
@@ -74,6 +76,26 @@ def test_bpe_ignores_sentence_order_and_breaks_ties_by_id():
     assert tie == ["가", "나", "다", "##나", "##다", "가나"]
     # a pair seen fewer than min_frequency times is never merged
     assert train_bpe([[("가나", "NNG")]], vocab_size=100) == ["가", "나", "##나"]
+
+
+def test_lists_cached_by_the_old_trainer_are_kept_and_named(tmp_path, caplog):
+    """A cached list from before the fix is still served (a model may have been trained on its ids), with one
+    warning that says how to rebuild it; a list from `train_bpe` is served silently."""
+    text = tmp_path / "corpus.txt"
+    text.write_text("영화가 정말 재미있었다.\n", encoding="utf-8")
+    corpus, sizes = {"name": "tiny", "source": "text", "path": str(text)}, {"bpe_size": 10}
+    folder = tmp_path / "korean_token_lists" / list_key(corpus_key("tiny", ["영화가 정말 재미있었다."]), sizes)
+    for meta in ({"bpe_pieces": 1}, {"bpe_trainer": BPE_TRAINER}):
+        for kind in KINDS:
+            TokenList(kind, [*SPECIALS, "영화"], analyser_name(), meta).save(folder / f"{kind}.json")
+        caplog.clear()
+        lists = token_lists(corpus, sizes, str(tmp_path), workers=1)
+        assert lists["bpe_base"].tokens == [*SPECIALS, "영화"]
+        warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        if "bpe_trainer" in meta:
+            assert warned == []
+        else:
+            assert len(warned) == 1 and "varied from run to run" in warned[0] and "delete that folder" in warned[0]
 
 
 @pytest.mark.slow
