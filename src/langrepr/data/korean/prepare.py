@@ -9,7 +9,7 @@ from pathlib import Path
 
 from langrepr.data.korean.corpus import build_corpus
 from langrepr.data.korean.morphemes import Morpheme, analyser_name, cached_analysis, corpus_key
-from langrepr.data.korean.token_lists import KINDS, TokenList, build_all
+from langrepr.data.korean.token_lists import BPE_TRAINER, KINDS, TokenList, build_all
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,12 @@ def token_lists(corpus: dict, sizes: dict, cache_dir: str, workers: int = 2) -> 
     name, sentences = corpus_sentences(corpus)
     folder = Path(cache_dir) / "korean_token_lists" / list_key(corpus_key(name, sentences), sizes)
     if all((folder / f"{k}.json").exists() for k in KINDS):
-        return {k: TokenList.load(folder / f"{k}.json") for k in KINDS}
+        lists = {k: TokenList.load(folder / f"{k}.json") for k in KINDS}
+        if lists["bpe_base"].meta.get("bpe_trainer") != BPE_TRAINER:   # kept: models may have been trained on them
+            log.warning("token lists %s were built by tokenizers' BPE trainer, whose lists varied from run to run; "
+                        "delete that folder to rebuild them deterministically (and re-run what was trained on them)",
+                        folder)
+        return lists
     analysed = cached_analysis(name, sentences, cache_dir, workers=workers)
     lists = build_all(analysed, **sizes)
     for kind, token_list in lists.items():

@@ -1,19 +1,22 @@
 """The three token lists of Table 1, built from an analysed corpus (`(form, tag)` morphemes per sentence).
 
-- `bpe_base`: BPE (`tokenizers`) over morphemes, each morpheme a pre-tokenised word, plus `form/TAG` tokens
-  for the most frequent morphemes ("morphemes alone or morphemes combined with parts-of-speech").
+- `bpe_base`: BPE (`train_bpe`, deterministic) over morphemes, each morpheme a pre-tokenised word, plus
+  `form/TAG` tokens for the most frequent morphemes ("morphemes alone or morphemes combined with parts-of-speech").
 - `bpe_syllable`: `bpe_base` with Latin letters, digits, Hanja and POS-joined tokens dropped, the BPE
   continuation marker stripped, duplicates removed, and the `@`-syllable tokens added.
 - `dict_syllable`: the most frequent nouns, predicates and adverbs of the analyser's own dictionary (no
   multi-word compound nouns), plus the `@`-syllable tokens.
 
-A list is saved as JSON with the analyser that built it; loading it under another analyser is an error.
+A list is a function of the corpus and the sizes alone: the same input gives the same list, byte for byte, in any
+process (ties are broken by ids or by first occurrence, never by hash order). A list is saved as JSON with the
+analyser that built it; loading it under another analyser is an error.
 [inferred, configurable]: the split of the BPE base between BPE merges and POS-joined tokens (`pos_joined`);
 the syllable tokens are the most frequent characters of the corpus (any script).
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 import re
 from collections import Counter
@@ -32,6 +35,7 @@ CONTINUATION = "##"
 FOREIGN = re.compile(r"[A-Za-z0-9\u2E80-\u2FDF\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF]")  # Latin, digits, Hanja
 DICTIONARY_TAGS = ("NNG", "NNP", "VV", "VA", "MAG")   # nouns, predicates, adverbs
 KINDS = ("bpe_base", "bpe_syllable", "dict_syllable")
+BPE_TRAINER = "train_bpe 1"   # in a list's meta; lists cached before it came from tokenizers' run-to-run-varying one
 
 
 @dataclass
@@ -83,16 +87,72 @@ def syllable_tokens(analysed: Sequence[list[Morpheme]], size: int) -> list[str]:
 
 
 def train_bpe(analysed: Sequence[list[Morpheme]], vocab_size: int, min_frequency: int = 2) -> list[str]:
-    """BPE merges over morpheme forms with `tokenizers`; continuation pieces carry `##` (as WordPiece does)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    """BPE merges over morpheme forms; continuation pieces carry `##` (as WordPiece does). Deterministic.
 
-    tokenizer = Tokenizer(models.BPE(unk_token="[UNK]", continuing_subword_prefix=CONTINUATION))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIALS),
-                                  continuing_subword_prefix=CONTINUATION, show_progress=False)
-    tokenizer.train_from_iterator((" ".join(f for f, _ in s) for s in analysed), trainer=trainer)
-    vocab = tokenizer.get_vocab()
-    return [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1]) if t not in SPECIALS]
+    Ids: the characters (by code point), their `##` continuation forms (by code point), then one token per merge
+    in merge order. Each step merges the most frequent adjacent pair, ties going to the pair of lower ids (as
+    `tokenizers` does), until the vocabulary with the specials holds `vocab_size` tokens or no pair occurs
+    `min_frequency` times.
+
+    Why not `tokenizers`' BpeTrainer: it numbers the `##` pieces while iterating a Rust HashMap seeded at random
+    in every process (no setting or environment variable fixes the seed), so its equal-count ties fell differently
+    from run to run and the same corpus gave other lists (issue 33: 9,989 / 9,988 BPE base tokens).
+    """
+    words = Counter(w for sentence in analysed for form, _ in sentence for w in form.split())
+    chars = sorted({c for w in words for c in w})
+    vocab = list(dict.fromkeys([*chars, *sorted({CONTINUATION + c for w in words for c in w[1:]})]))
+    ids = {t: i for i, t in enumerate(vocab)}
+    seqs = [[ids[w[0]], *(ids[CONTINUATION + c] for c in w[1:])] for w in words]
+    counts = list(words.values())
+    pair_counts: Counter = Counter()
+    where: dict[tuple[int, int], set[int]] = {}
+    for i, (seq, n) in enumerate(zip(seqs, counts)):
+        for pair in zip(seq, seq[1:]):
+            pair_counts[pair] += n
+            where.setdefault(pair, set()).add(i)
+    heap = [(-n, pair) for pair, n in pair_counts.items()]   # an entry whose count went stale is skipped
+    heapq.heapify(heap)
+    while heap and len(SPECIALS) + len(vocab) < vocab_size:
+        neg, pair = heapq.heappop(heap)
+        if -neg != pair_counts[pair]:
+            continue            # stale: every change of a pair's count pushed a fresh entry
+        if -neg < min_frequency:
+            break
+        token = vocab[pair[0]] + vocab[pair[1]].removeprefix(CONTINUATION)
+        if token not in ids:
+            ids[token] = len(vocab)
+            vocab.append(token)
+        changed = set()
+        for i in sorted(where.pop(pair)):
+            seq, n = seqs[i], counts[i]
+            merged = _merge(seq, pair, ids[token])
+            if len(merged) == len(seq):
+                continue        # the pair left this word through an earlier merge
+            for old in zip(seq, seq[1:]):
+                pair_counts[old] -= n
+                changed.add(old)
+            for fresh in zip(merged, merged[1:]):
+                pair_counts[fresh] += n
+                where.setdefault(fresh, set()).add(i)
+                changed.add(fresh)
+            seqs[i] = merged
+        for other in sorted(changed):
+            if pair_counts[other] > 0:
+                heapq.heappush(heap, (-pair_counts[other], other))
+    return vocab
+
+
+def _merge(seq: list[int], pair: tuple[int, int], new: int) -> list[int]:
+    """`seq` with every non-overlapping occurrence of `pair` (scanned left to right) replaced by `new`."""
+    out, i = [], 0
+    while i < len(seq):
+        if i + 1 < len(seq) and (seq[i], seq[i + 1]) == pair:
+            out.append(new)
+            i += 2
+        else:
+            out.append(seq[i])
+            i += 1
+    return out
 
 
 def bpe_base(analysed: Sequence[list[Morpheme]], bpe_size: int, pos_joined: int) -> TokenList:
@@ -100,7 +160,8 @@ def bpe_base(analysed: Sequence[list[Morpheme]], bpe_size: int, pos_joined: int)
     joined = [f"{form}/{tag}" for (form, tag), _ in morpheme_counts(analysed).most_common()
               if " " not in form][:pos_joined]
     tokens = list(dict.fromkeys([*SPECIALS, *pieces, *joined]))
-    return TokenList("bpe_base", tokens, analyser_name(), {"bpe_pieces": len(pieces), "pos_joined": len(joined)})
+    return TokenList("bpe_base", tokens, analyser_name(),
+                     {"bpe_pieces": len(pieces), "pos_joined": len(joined), "bpe_trainer": BPE_TRAINER})
 
 
 def bpe_syllable(base: TokenList, syllables: list[str]) -> TokenList:
