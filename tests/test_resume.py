@@ -240,3 +240,21 @@ def test_every_task_type_resumes_exactly(compose_cfg, tmp_path, monkeypatch, tas
     resumed, it ends bit-identical to an uninterrupted run."""
     data = write_task_data(tmp_path / "data")
     assert_resume_is_exact(compose_cfg, tmp_path, monkeypatch, *TASKS[task], f"paths.data_dir={data}")
+
+
+MULTIHOT = ["experiment=multihot_pretrain", "profile=quick", "dataset=korean_quick", "dataset.corpus.nsmc=60",
+            "dataset.corpus.korquad=20", "dataset.corpus.klue=10", "dataset.token_lists.bpe_size=150",
+            "dataset.token_lists.pos_joined=20", "dataset.token_lists.syllables=60",
+            "dataset.token_lists.dictionary_size=60", "model=multihot_small", "model.net.hidden_size=16",
+            "model.net.num_layers=1", "model.net.intermediate_size=32", "model.net.max_positions=32",
+            "mlm.loss=mhsce", "mlm.batch_size=4", "mlm.val_fraction=0.3", "pipeline.workers=1",
+            "pipeline.token_list=bpe_syllable", "seed=1"]
+
+
+def test_a_multihot_pretraining_cell_resumes_exactly(compose_cfg, tmp_path, monkeypatch):
+    """Multi-hot MLM (the pretraining the multi-hot fine-tuning cells start from): morphemes, groups, masking."""
+    from tiny_data import write_korean_quick
+
+    monkeypatch.setenv("LANGREPR_DIGEST_CACHE", str(tmp_path / "digests.json"))
+    data = write_korean_quick(tmp_path / "data")
+    assert_resume_is_exact(compose_cfg, tmp_path, monkeypatch, *MULTIHOT, f"paths.data_dir={data}")
