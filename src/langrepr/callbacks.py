@@ -12,7 +12,14 @@
 
 A mid-epoch checkpoint (every N steps) also records the RNG states of its epoch's start and how many
 batches the epoch had consumed; the resume rebuilds that epoch's iterator from them and skips those
-batches, so it continues with the same data order and dropout masks as an uninterrupted run.
+batches, so it continues with the same data order and dropout masks as an uninterrupted run. A step
+checkpoint whose step is followed by a validation is written after that validation, so a kill during it
+cannot make the resume skip it.
+
+An epoch-end checkpoint is resumed as the start of the next epoch (`start_next_epoch`). Lightning restores
+one as "restarting at the epoch's end" and, in a run bounded by `trainer.max_steps` whose epoch end is not a
+validation point, then trains one extra batch from a fresh iterator before that next epoch (issue 33: a grid
+cell killed after its epoch-1 checkpoint gave test acc 0.854 instead of 0.856).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import pytorch_lightning as pl
 import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import Checkpoint, RichProgressBar
+from pytorch_lightning.trainer.states import TrainerFn
 
 from langrepr.errors import Diverged, UserError, write_failure
 
@@ -228,6 +236,52 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def _saved_at_epoch_end(fit_loop: dict) -> bool:
+    """Whether a checkpoint's fit-loop state is the one of `on_train_epoch_end` (processed, not yet completed)."""
+    total = fit_loop.get("epoch_progress", {}).get("total", {})
+    return (bool(total) and total.get("ready") == total.get("started") == total.get("processed")
+            and total.get("completed") == total.get("processed", 0) - 1)
+
+
+def _zero(progress: Any) -> None:
+    """Set every counter of a Lightning progress dict to 0 (in place)."""
+    for key, value in progress.items():
+        if isinstance(value, dict):
+            _zero(value)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            progress[key] = 0
+
+
+def start_next_epoch(loops: dict) -> bool:
+    """Turn the loop state of an epoch-end checkpoint into the state at the start of the next epoch (in place).
+
+    The epoch counts as completed, the training epoch loop's per-epoch counters ("current") start at zero and
+    the last-batch flag is cleared, as Lightning leaves them when an uninterrupted run starts that epoch; the
+    running totals (global step, batches, scheduler steps) are kept. Returns whether the state was of an epoch end.
+    """
+    fit = loops.get("fit_loop") if isinstance(loops, dict) else None
+    if not isinstance(fit, dict) or not _saved_at_epoch_end(fit):
+        return False
+    for part in ("total", "current"):
+        fit["epoch_progress"][part]["completed"] = fit["epoch_progress"][part]["processed"]
+    for key, state in fit.items():
+        if not key.startswith("epoch_loop.") or not isinstance(state, dict):
+            continue
+        if key == "epoch_loop.val_loop.batch_progress":
+            _zero(state.get("total", {}))         # counts the validation batches of one training epoch
+            continue
+        for name, sub in list(state.items()):
+            if name == "current" and isinstance(sub, dict):
+                _zero(sub)
+            elif name == "is_last_batch":
+                state[name] = False
+            elif isinstance(sub, dict):           # optimizer -> step / zero_grad -> current
+                for inner in sub.values():
+                    if isinstance(inner, dict) and isinstance(inner.get("current"), dict):
+                        _zero(inner["current"])
+    return True
+
+
 class LastCheckpoint(Checkpoint):
     """`<dirpath>/last.ckpt` every epoch end (after validation) and every N training steps, atomically.
 
@@ -249,6 +303,8 @@ class LastCheckpoint(Checkpoint):
         self._saved_step = -1
         self._epoch_start: dict[str, Any] | None = None   # RNG states before this epoch's first batch
         self._batches_done = 0                            # batches of the current epoch behind the checkpoint
+        self._after_validation: int | None = None         # a step checkpoint waiting for its step's validation
+        self._next_epoch = False                          # resuming an epoch-end checkpoint (start_next_epoch)
 
     @property
     def path(self) -> Path:
@@ -265,7 +321,14 @@ class LastCheckpoint(Checkpoint):
                                 "epoch_start": self._epoch_start, "batches_done": self._batches_done}
 
     def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
+        """Keep our resume state; an epoch-end checkpoint's loops resume at the next epoch's start.
+
+        Lightning reads `checkpoint["loops"]` after the callbacks have seen the checkpoint, so the loop state
+        is rewritten here, before it is restored (in memory: the file is unchanged).
+        """
         self._pending = checkpoint.get(META_KEY)
+        self._next_epoch = (trainer.state.fn == TrainerFn.FITTING
+                            and start_next_epoch(checkpoint.get("loops") or {}))
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         for cb in trainer.checkpoint_callbacks:
@@ -293,8 +356,13 @@ class LastCheckpoint(Checkpoint):
         """Resume from a mid-epoch checkpoint: replay the epoch's data order up to where it stopped.
 
         Lightning does not call `on_train_epoch_start` then; this runs after the training iterator exists
-        and before the first batch.
+        and before the first batch. From an epoch-end checkpoint nothing of the next epoch has run: its
+        epoch loop starts afresh instead of "restarting" (which would treat its first batch position as
+        the saved one, e.g. skipping a validation due there).
         """
+        if self._next_epoch:
+            trainer.fit_loop.epoch_loop.restarting = False
+            self._next_epoch = False
         pending = self._pending
         if not pending or not pending.get("batches_done") or not pending.get("epoch_start"):
             return
@@ -332,13 +400,41 @@ class LastCheckpoint(Checkpoint):
         self._batches_done = batch_idx + 1
         last_batch = self._batches_done >= trainer.num_training_batches   # the epoch-end checkpoint follows
         if n and not last_batch and trainer.global_step % n == 0 and trainer.global_step != self._saved_step:
-            trainer.save_checkpoint(self.path)
-            self._saved_step = trainer.global_step
+            if _validation_follows(trainer):
+                self._after_validation = trainer.global_step   # on_validation_end writes it
+            else:
+                trainer.save_checkpoint(self.path)
+                self._saved_step = trainer.global_step
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Write the step checkpoint of a step that validates, after its validation (and after best.ckpt).
+
+        Written before it, a kill during that validation left a checkpoint from which Lightning resumes past
+        the validation: its point of the curve, and a best model it may have found, were lost.
+        """
+        if trainer.sanity_checking or self._after_validation != trainer.global_step:
+            return
+        self._after_validation = None
+        trainer.save_checkpoint(self.path)
+        self._saved_step = trainer.global_step
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._batches_done = 0                    # the next resume starts a fresh epoch
         trainer.save_checkpoint(self.path)
         self._saved_step = trainer.global_step
+
+
+def _validation_follows(trainer: pl.Trainer) -> bool:
+    """Whether the training step that just ended is followed by a validation (Lightning's own rule)."""
+    loop = trainer.fit_loop.epoch_loop
+    should_check = getattr(loop, "_should_check_val_fx", None)
+    fetcher = getattr(trainer.fit_loop, "_data_fetcher", None)
+    if should_check is None or fetcher is None:
+        return False
+    try:
+        return bool(should_check(fetcher))
+    except Exception:  # noqa: BLE001  (a private API of another Lightning version: write the checkpoint now)
+        return False
 
 
 def read_checkpoint_meta(path: Path) -> dict[str, Any]:
