@@ -16,6 +16,7 @@ alignment a word tagger labels (the first piece of each word carries its tag, th
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -173,9 +174,18 @@ class SubwordTokenizer:
     otherwise trains on the texts and writes it there. Encodings are `[CLS] text [SEP]`, truncated and
     padded with [PAD] (id 0) to max_length.
 
+    Training is deterministic: the same texts give the same file bytes in any process, so a cold cache
+    reproduces a warm one. `tokenizers` alone does not: it numbers WordPiece's '##x' pieces in Rust HashMap
+    order (random per process) and breaks merge ties by those ids, and it orders Unigram pieces of equal
+    score the same way (`_train`). `RECIPE` names this recipe in the cache key, so a vocabulary trained the
+    old way is never reused.
+
     `vocab_size` is the configured size (the model's table size, as in the paper's parameter counts); a
     small corpus may yield fewer pieces (`trained_vocab_size`), all with ids below vocab_size.
     """
+
+    RECIPE = "det1"   # bump when training could give other bytes for the same texts
+    SCORE_DECIMALS = 6  # Unigram log-probabilities, rounded (`_canonical`)
 
     def __init__(self, algorithm: str, vocab_size: int, max_length: int, lowercase: bool = True) -> None:
         if algorithm not in ALGORITHMS:
@@ -202,7 +212,7 @@ class SubwordTokenizer:
         if self._fingerprint is None:
             raise RuntimeError("SubwordTokenizer.cache_key() needs prepare(texts, cache_dir) to run first")
         case = "lower" if self.lowercase else "cased"
-        return f"{self.algorithm}-{self._vocab_size}-{case}-len{self.max_length}-{self._fingerprint}"
+        return f"{self.algorithm}-{self.RECIPE}-{self._vocab_size}-{case}-len{self.max_length}-{self._fingerprint}"
 
     def prepare(self, texts: Iterable[str], cache_dir: Path) -> None:
         """Train on `texts` or load the cached vocabulary trained on the same texts."""
@@ -231,12 +241,25 @@ class SubwordTokenizer:
         from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
         if self.algorithm == "wordpiece":  # BERT recipe
-            tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-            tok.normalizer = normalizers.BertNormalizer(lowercase=self.lowercase)
-            tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-            tok.decoder = decoders.WordPiece()
+            def wordpiece():
+                tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+                tok.normalizer = normalizers.BertNormalizer(lowercase=self.lowercase)
+                tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+                tok.decoder = decoders.WordPiece()
+                return tok
+
+            # The trainer gives each '##x' (a character inside a word) the next id as it meets it while
+            # iterating a Rust HashMap of words, in an order that changes with every process; merges of equal
+            # count are then ranked by those ids, so both the numbering and the pieces changed from run to run.
+            # A first pass that stops before any merge lists those pieces; the real pass receives them, sorted,
+            # right after the specials, where the trainer finds them already numbered.
+            probe = wordpiece()
+            probe.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=1, special_tokens=SPECIALS,
+                                                                       show_progress=False), length=len(texts))
+            inner = sorted(p for p in probe.get_vocab() if p.startswith("##") and p not in SPECIALS)
+            tok = wordpiece()
             trainer = trainers.WordPieceTrainer(
-                vocab_size=self._vocab_size, special_tokens=SPECIALS, show_progress=False
+                vocab_size=self._vocab_size, special_tokens=SPECIALS + inner, show_progress=False
             )
         else:  # SentencePiece-style unigram, as ALBERT
             tok = Tokenizer(models.Unigram())
@@ -248,11 +271,32 @@ class SubwordTokenizer:
                 vocab_size=self._vocab_size, special_tokens=SPECIALS, unk_token="[UNK]", show_progress=False
             )
         tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+        tok = Tokenizer.from_str(json.dumps(self._canonical(json.loads(tok.to_str()))))
         cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
         tok.post_processor = processors.TemplateProcessing(
             single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
         )
         return tok
+
+    @staticmethod
+    def _canonical(spec: dict) -> dict:
+        """A trained tokenizer's JSON with nothing left that depends on the process.
+
+        WordPiece: the '##x' pieces handed to the trainer as specials become ordinary vocabulary again (their
+        ids stay; only SPECIALS are added tokens). Unigram: the trainer's EM sums in an order that changes with
+        the process, so its scores differ in the last digit (~1e-15) from run to run; they are rounded to
+        SCORE_DECIMALS (1e-6 on a log-probability, ~1e9 times that noise), and pieces of equal score, which the
+        trainer returns in HashMap order, are ranked by the piece itself (ids follow the order; SPECIALS first).
+        """
+        spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] in SPECIALS]
+        model = spec["model"]
+        if model["type"] == "Unigram":
+            head, rest = model["vocab"][: len(SPECIALS)], model["vocab"][len(SPECIALS):]
+            if [piece for piece, _ in head] != SPECIALS:
+                raise RuntimeError(f"Unigram trainer did not put {SPECIALS} first: {head}")
+            rest = [[piece, round(score, SubwordTokenizer.SCORE_DECIMALS)] for piece, score in rest]
+            model["vocab"] = head + sorted(rest, key=lambda entry: (-entry[1], entry[0]))
+        return spec
 
     def encode(self, texts: list[str]) -> dict[str, torch.Tensor]:
         """Encode to input_ids and attention_mask, both (B, max_length)."""
