@@ -47,8 +47,32 @@ def cell_dir_name(name: str | None) -> str:
 OmegaConf.register_new_resolver("cell", cell_dir_name, replace=True)
 # `hydra.searchpath: [file://${conf_dir:}/papers/ewe, ...]` in train.yaml: absolute, whatever the working directory
 OmegaConf.register_new_resolver("conf_dir", lambda: CONF_DIR.as_posix(), replace=True)
-# `hydra.sweeper.params.seed: ${seed_list:${seeds}}`: the full sweeps run seeds 1..seeds (3 unless `seeds=N`)
-OmegaConf.register_new_resolver("seed_list", lambda n: ",".join(str(i) for i in range(1, int(n) + 1)), replace=True)
+
+
+def seeds_error(n: object) -> str | None:
+    """The line for a `seeds=` that is not a count of seeds (None when it is one, or null: the table's own count).
+
+    `seeds=0` swept `seed=''`, `seeds=2.5` ran 2 and `seeds=abc` was a raw interpolation error: each is refused.
+    """
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        return f"seeds={n}: pass a whole number >= 1 (each cell runs seeds 1..seeds)"
+    return None
+
+
+def seed_list(n: object, default: int = 3) -> str:
+    """`1,2,...,n` for every sweep's `seed: ${seed_list:${seeds}}`, quick and full alike.
+
+    The quick sweeps hard-coded 1,2,3 and ignored `seeds=` (issue 33 finding 6). `seeds: null` (train.yaml) is the
+    table's own count: `default`, 3 unless the sweep says `${seed_list:${seeds},1}`.
+    """
+    error = seeds_error(n)
+    if error:
+        raise ValueError(error)
+    return ",".join(str(i) for i in range(1, (default if n is None else n) + 1))
+
+
+# `hydra.sweeper.params.seed: ${seed_list:${seeds}}`: every sweep runs seeds 1..seeds (its own count unless `seeds=N`)
+OmegaConf.register_new_resolver("seed_list", seed_list, replace=True)
 
 
 @lru_cache(maxsize=1)

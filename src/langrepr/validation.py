@@ -592,6 +592,15 @@ def check_writable(path: Path, key: str = "paths.output_root") -> None:
         raise UserError(f"{key}={path} is not writable ({probe} is read-only): pass {key}=<a writable folder>")
 
 
+def check_seeds(cfg: DictConfig) -> None:
+    """`seeds=` is a count: its own line, not the interpolation error of the sweep that reads it."""
+    from langrepr.confpaths import seeds_error
+
+    error = seeds_error(_get(cfg, "seeds")) if "seeds" in cfg else None
+    if error:
+        raise UserError(error)
+
+
 def check_command_line(argv: list[str]) -> None:
     """Compose the config the command asks for (first value of every sweep) and validate it."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -609,6 +618,7 @@ def check_command_line(argv: list[str]) -> None:
     try:
         reuse = _COMPOSED.pop("cfg", None) if _COMPOSED.pop("probe", None) == tuple(probe) else None
         cfg = reuse if reuse is not None else _compose(probe)
+        check_seeds(cfg)                         # before the sweep's ${seed_list:${seeds}} is read below
         sweep = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
         extra = [f"{k}={str(v).split(',')[0]}" for k, v in sweep.items() if k not in given]
         if extra:
