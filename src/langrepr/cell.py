@@ -348,6 +348,30 @@ def move_aside(output_dir: Path) -> Path | None:
     return target
 
 
+def adopt_legacy_folder(output_dir: Path, override_dirname: str | None) -> Path | None:
+    """Move a cell recorded in its old nested folder into its one folder, once; returns the old folder (or None).
+
+    Before issue 33 a '/' in an override value nested the cell (`confpaths.legacy_cell_dir_name`); its finished
+    record, checkpoints and logs move into today's folder, so the cell is reused, resumed or moved aside as any
+    other and a table never counts it twice. The old folder keeps only Hydra's record and log of that invocation.
+    """
+    from langrepr.confpaths import legacy_cell_dir_name
+
+    old = Path(legacy_cell_dir_name(override_dirname)) if override_dirname is not None else None
+    if old is None or old.is_absolute() or ".." in old.parts:
+        return None
+    legacy = output_dir.parent / old
+    if legacy == output_dir or not (legacy / "metrics.json").is_file() or (output_dir / "metrics.json").exists():
+        return None
+    with lock(legacy):                                   # not while an older checkout still runs it there
+        for entry in sorted(legacy.iterdir()):
+            if entry.name not in KEEP_ON_RESTART and not (output_dir / entry.name).exists():
+                shutil.move(str(entry), str(output_dir / entry.name))
+    log.warning("Moved the cell recorded in %s (nested by a '/' in an override, before issue 33) to %s", legacy,
+                output_dir)
+    return legacy
+
+
 def resume_point(ckpt_path: str | None, output_dir: Path, fingerprint: str) -> tuple[str | None, dict]:
     """(checkpoint to resume, its metadata); refuses a checkpoint written by a different config."""
     if ckpt_path in (None, "", "null"):

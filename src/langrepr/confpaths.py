@@ -22,22 +22,44 @@ PAPERS = "papers"   # conf/papers/<paper>/<group>/<option>.yaml: one paper's opt
 # bytes of one cell folder name: a file system allows 255, and force=true moves a cell to `<name>@<time>` (+16)
 MAX_CELL_NAME = 200
 SHORTENED = "~"   # the mark of a shortened cell name: `<whole overrides that fit>,~<sha256 of the full name>`
+SLASH = "%2F"   # a '/' of an override, in a cell folder name (a file name cannot hold '/')
 
 
 def cell_dir_name(name: str | None) -> str:
-    """The cell folder for Hydra's override list (`${cell:${hydra.job.override_dirname}}`).
+    """The cell folder for Hydra's override list (`${cell:${hydra.job.override_dirname}}`): always ONE folder.
 
-    The joined overrides, as always, while every '/'-separated part fits in MAX_CELL_NAME bytes; a longer list
-    (a dozen overrides, issue 21 X59) keeps the whole overrides that fit and ends in a hash of the full list, so
-    one command still names one folder and two lists never share one. metrics.json records the full list.
+    The joined overrides while they fit in MAX_CELL_NAME bytes; a longer list (a dozen overrides, issue 21 X59)
+    keeps the whole overrides that fit and ends in a hash of the full list, so one command still names one folder
+    and two lists never share one (metrics.json records the full list). Every '/' is written %2F, as the shortened
+    names always did: `dataset.corpus.path=/data/ptb` was `dataset.corpus.path=` / `data` / `ptb`, three folders
+    deep with the cell's `.replaced/` inside the nest (issue 33 X59). Keys hold no '/' (Hydra keeps `hydra/...`
+    overrides out of override_dirname; no other config group is nested), so a name without a '/' is what it
+    always was and no recorded cell changes folder; a cell nested before (`legacy_cell_dir_name`) is found by
+    `cell.adopt_legacy_folder`.
     """
     name = name or "defaults"   # a cell with no overrides still needs a directory name
+    flat = name.replace("/", SLASH)
+    if len(flat.encode()) <= MAX_CELL_NAME:
+        return flat
+    return _shortened(name, flat)
+
+
+def legacy_cell_dir_name(name: str | None) -> str:
+    """The folder (relative, maybe nested) a cell got before issue 33; only ever read, to find a cell recorded then.
+
+    Every '/' was a folder level while each level fitted MAX_CELL_NAME bytes.
+    """
+    name = name or "defaults"
     if all(len(part.encode()) <= MAX_CELL_NAME for part in name.split("/")):
         return name
+    return _shortened(name, name.replace("/", SLASH))
+
+
+def _shortened(name: str, flat: str) -> str:
     digest = hashlib.sha256(name.encode()).hexdigest()[:16]
     room = MAX_CELL_NAME - len(digest) - 2
     head = ""
-    for override in name.replace("/", "%2F").split(","):
+    for override in flat.split(","):
         if len(f"{head},{override}".encode()) > room:
             break
         head = f"{head},{override}" if head else override

@@ -508,6 +508,8 @@ def _hydra_main(cfg: DictConfig) -> FailedCell | None:
 
     output_dir = HydraConfig.get().runtime.output_dir
     try:
+        if is_writer():   # a cell nested by a '/' in an override value (before issue 33) moves into its one folder
+            cell.adopt_legacy_folder(Path(output_dir), HydraConfig.get().job.override_dirname)
         train(cfg, output_dir)
     except Exception as err:
         message = user_message(err)
