@@ -220,3 +220,12 @@ def test_a_mistyped_grid_choice_is_one_line_listing_the_options():
     from langrepr.train import check_group_choices
     with pytest.raises(UserError, match="unknown encoder 'bertt': did you mean bert\?\n  all encoder options: bert, leam, none, swem, tensorcoder"):
         check_group_choices(["encoder=bertt"])
+
+
+def test_a_grid_cell_given_model_names_what_was_written_and_encoder_instead(capfd, tmp_path):
+    """Issue 33: `model=bert_ewe` on a grid cell said 'unknown key model.net.arch', a key nobody wrote."""
+    line = fails_with(capfd, ["experiment=grid", "profile=quick", "grid_task=ag_news", "input=words", "encoder=swem",
+                              "model=bert_ewe", f"paths.output_root={tmp_path}", "hydra.mode=RUN"])
+    assert line.startswith("model=bert_ewe: a grid cell (input=words encoder=swem) builds its network from input= "
+                           "and encoder=, not model=: drop model=bert_ewe and pick the encoder with encoder=<"), line
+    assert "model.net" not in line and not (tmp_path / "quick").exists()

@@ -415,9 +415,28 @@ def check_supported_dataset(cfg: DictConfig, choices: dict[str, str]) -> None:
                         f"drop dataset={dataset} (the experiment sets it) or pick another experiment")
 
 
+def check_grid_model(choices: dict[str, str]) -> None:
+    """A grid cell builds its network from `input=` x `encoder=`: a `model=` there is named, with encoder= instead.
+
+    Its keys used to merge into the grid's network and be refused as 'unknown key model.net.arch', a key the user
+    never wrote (issue 33 finding 10).
+    """
+    from langrepr.confpaths import group_options
+
+    model, picks = choices.get("model"), {g: choices.get(g) for g in ("input", "encoder")}
+    if model in (None, "none") or all(v in (None, "none") for v in picks.values()):
+        return
+    encoders = "|".join(o for o in group_options("encoder") if o != "none")
+    given = " ".join(f"{g}={v}" for g, v in picks.items() if v not in (None, "none"))
+    raise UserError(f"model={model}: a grid cell ({given}) builds its network from input= and encoder=, not model=: "
+                    f"drop model={model} and pick the encoder with encoder=<{encoders}> (model= is for the reference "
+                    "rows only, with input=none encoder=none)")
+
+
 def validate_config(cfg: DictConfig, choices: dict[str, str] | None = None) -> None:
     """Every check above; raises UserError with one line at the first problem."""
     check_supported_dataset(cfg, choices or {})   # first: a wrong data set explains the unknown keys it brings
+    check_grid_model(choices or {})               # before the keys model= brought into the grid's network
     check_keys(cfg)
     check_values(cfg)
 
@@ -548,6 +567,24 @@ def _through_interpolation(cfg: DictConfig, key: str) -> tuple[str, str, str | N
                     ".".join([target.group(1), *parts[i + 1:]]) if target else None)
         node = node._get_node(part)
     return None
+
+
+def setting_key(cfg: DictConfig, key: str) -> str:
+    """The key a user sets `key` with: `optimizer.lr: ${mlm.lr}` (the multi-hot cells) is set with `mlm.lr`."""
+    import re
+
+    seen: set[str] = set()
+    while key not in seen:
+        seen.add(key)
+        parent, _, leaf = key.rpartition(".")
+        node = _get(cfg, parent) if parent else cfg
+        if not isinstance(node, DictConfig) or leaf not in node or not OmegaConf.is_interpolation(node, leaf):
+            return key
+        target = re.fullmatch(r"\$\{([\w.]+)\}", str(node._get_node(leaf)._value()))
+        if target is None:
+            return key
+        key = target.group(1)
+    return key
 
 
 def _composition_error(err: Exception, probe: list[str] | None = None) -> UserError:
