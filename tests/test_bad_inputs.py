@@ -203,6 +203,8 @@ FAULTS = [
          setup=then(train_once, swap_export)),
     Case("config-changed-after-finish", [*IN_CELL, "seed=2"], ["different config", "force=true"], setup=train_once),
     Case("diverged", [*IN_CELL, "optimizer.lr=1e20"], ["training diverged", "nan", "lower optimizer.lr"]),
+    Case("diverged-clipped", [*IN_CELL, "optimizer.lr=1e20", "trainer.gradient_clip_val=1.0"],
+         ["training diverged", "lower optimizer.lr", "already clipped at trainer.gradient_clip_val=1"]),
 ]
 
 

@@ -138,6 +138,8 @@ def test_multihot_pretraining_with_a_huge_lr_is_diverged(compose_cfg, tmp_path):
         train(cfg, tmp_path / "cell")
     record = json.loads((tmp_path / "cell" / "metrics.json").read_text())
     assert record["status"] == "diverged" and record["error"].startswith("training diverged:")   # NonFiniteGuard
+    # issue 33: the advice names the key this cell sets (not optimizer.lr) and not the clipping it already has
+    assert "lower mlm.lr (it is 1e+12)" in record["error"] and "add trainer.gradient_clip_val" not in record["error"]
 
 
 def test_bpe_base_pretraining_has_no_group_metric_and_finishes(compose_cfg, tmp_path):
@@ -154,3 +156,53 @@ def test_a_cell_scored_under_an_older_metric_definition_is_not_reused(tmp_path):
     assert cell.reusable(record, tmp_path, "f", set(), None) is False
     current = {**record, "metric_versions": dict(METRIC_VERSIONS)}
     assert cell.reusable(current, tmp_path, "f", set(), None) is True
+
+
+# ---------------------------------------------------------------- moving a previous attempt aside
+
+def previous_attempt(tmp_path: Path) -> Path:
+    """A failed attempt of a cell that left a `wandb/` folder (a run of another user, or an offline sync)."""
+    folder = tmp_path / "cell"
+    (folder / "wandb" / "run-1").mkdir(parents=True)
+    (folder / "wandb" / "run-1" / "log.txt").write_text("old")
+    (folder / "metrics.json").write_text(json.dumps({"status": "failed", "error": "x"}))
+    return folder
+
+
+def test_a_read_only_folder_of_the_previous_attempt_is_one_line_and_nothing_moves(compose_cfg, tmp_path,
+                                                                                   monkeypatch):
+    """Issue 33: a read-only `wandb/` gave a traceback halfway through shutil.move (copied, then not deleted)."""
+    folder, access = previous_attempt(tmp_path), os.access
+    # what a user without root sees for a chmod 555 folder (root may rename anything, so this test says it)
+    monkeypatch.setattr(os, "access", lambda p, mode, **k: Path(p).name != "wandb" and access(p, mode, **k))
+    with pytest.raises(UserError) as err:
+        train(pipeline_cfg(compose_cfg, {"a": 1.0}), folder)
+    wandb = folder / "wandb"
+    assert str(err.value) == (f"cannot move the previous attempt's {wandb} aside (it is read-only): make it writable "
+                              f"(chmod -R u+w {wandb}) or move it out of the cell folder yourself, then rerun")
+    assert json.loads((folder / "metrics.json").read_text())["status"] == "failed"      # nothing moved, nothing lost
+    assert (wandb / "run-1" / "log.txt").exists() and not (tmp_path / ".replaced").exists()
+    monkeypatch.undo()                                                                    # made writable: it runs
+    assert train(pipeline_cfg(compose_cfg, {"a": 1.0}), folder)["status"] == "finished"
+    (aside,) = (tmp_path / ".replaced").iterdir()
+    assert (aside / "wandb" / "run-1" / "log.txt").read_text() == "old" and (aside / "metrics.replaced.json").exists()
+
+
+def test_a_move_the_file_system_refuses_is_one_line_and_each_file_is_in_one_place(tmp_path, monkeypatch):
+    """A rename refused (EACCES) is named with the fix; no copy is left beside an original, as shutil.move left."""
+    import errno
+
+    folder, rename = previous_attempt(tmp_path), os.rename
+
+    def refuse_wandb(src, dst, *args, **kwargs):
+        if Path(src).name == "wandb":
+            raise PermissionError(errno.EACCES, "Permission denied", str(src))
+        return rename(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rename", refuse_wandb)
+    with pytest.raises(UserError, match=r"cannot move the previous attempt's .*wandb aside \(Permission denied\): "
+                                        r"make it writable \(chmod -R u\+w .*wandb\)"):
+        cell.move_aside(folder)
+    (aside,) = (tmp_path / ".replaced").iterdir()
+    assert (folder / "wandb" / "run-1" / "log.txt").exists() and not (aside / "wandb").exists()
+    assert [(folder / "metrics.json").exists(), (aside / "metrics.replaced.json").exists()].count(True) == 1

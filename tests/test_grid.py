@@ -270,3 +270,12 @@ def test_a_grid_no_cell_has_run_is_written_as_partial_not_as_a_table(tmp_path):
     assert not (tmp_path / "tables" / "grid.md").exists() and not (tmp_path / "tables" / "grid.json").exists()
     assert json.loads((tmp_path / "tables" / "grid.partial.json").read_text())["measured"] == 0
     assert not (tmp_path / "figures" / "grid.png").exists()
+
+
+def test_a_grid_cell_given_model_names_what_was_written_and_encoder_instead(capfd, tmp_path):
+    """Issue 33: `model=bert_ewe` on a grid cell said 'unknown key model.net.arch', a key nobody wrote."""
+    line = fails_with(capfd, ["experiment=grid", "profile=quick", "grid_task=ag_news", "input=words", "encoder=swem",
+                              "model=bert_ewe", f"paths.output_root={tmp_path}", "hydra.mode=RUN"])
+    assert line.startswith("model=bert_ewe: a grid cell (input=words encoder=swem) builds its network from input= "
+                           "and encoder=, not model=: drop model=bert_ewe and pick the encoder with encoder=<"), line
+    assert "model.net" not in line and not (tmp_path / "quick").exists()

@@ -216,13 +216,17 @@ def test_a_plan_with_other_settings_writes_beside_the_committed_one(tmp_path, mo
                                        (["--profile", "weird"], "unknown profile 'weird'"),
                                        (["--pack", "0"], "--pack 0 "), (["--pack", "9"], "--pack 9"),
                                        (["--gpu", "k80"], "invalid choice"),
-                                       (["no_such_key=1"], "do not compose")])
-def test_a_bad_value_is_one_line_before_any_work(argv, says, monkeypatch):
+                                       (["no_such_key=1"], "unknown key 'no_such_key'"),
+                                       (["model=nosuch"], "unknown model 'nosuch'"),
+                                       (["--table", "nosuch"], "unknown table nosuch")])
+def test_a_bad_value_is_one_line_before_any_work(argv, says, monkeypatch, capsys):
+    """Exit 2 as every entry point (`errors.exits_on_user_error`), not SystemExit(text)'s 1; `make plan` shows it."""
     monkeypatch.setattr(plan.cli, "plan_table", lambda *a, **k: pytest.fail("planned with a bad value"))
     with pytest.raises(SystemExit) as exit:
         plan.main(["--table", "leam_table3", "--out", "/nonexistent/plan", *argv])
-    message = str(exit.value.code)
-    assert message.startswith("error: ") and says in message and "\n" not in message
+    err = capsys.readouterr().err
+    assert exit.value.code == 2
+    assert err.startswith("error: ") and says in err and err.count("\n") == 1
 
 
 def test_sweep_expands_as_the_basic_sweeper():

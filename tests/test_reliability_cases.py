@@ -155,7 +155,7 @@ def test_X59_short_names_are_unchanged_and_long_ones_keep_whole_overrides():
 
     assert cell_dir_name("") == "defaults"
     assert cell_dir_name("dataset=ptb,model=x") == "dataset=ptb,model=x"
-    assert cell_dir_name("dataset.corpus.path=/a/b") == "dataset.corpus.path=/a/b"   # as before (nested)
+    assert cell_dir_name("dataset.corpus.path=/a/b") == "dataset.corpus.path=%2Fa%2Fb"   # issue 33: one folder
     long = ",".join(f"key{i}=value{i}" for i in range(40))
     short = cell_dir_name(long)
     head, digest = short.rsplit(",~", 1)
@@ -163,6 +163,46 @@ def test_X59_short_names_are_unchanged_and_long_ones_keep_whole_overrides():
     assert cell_dir_name(long + ",x=1") != short
     path = cell_dir_name("p=/" + "d" * 300)
     assert "/" not in path and len(path.encode()) <= 200
+
+
+def test_X59_a_slash_in_an_override_value_never_nests_the_cell_folder():
+    """Issue 33: `p=/a/b` was the folders `p=` / `a` / `b`; the old name is still computed, to find such a cell."""
+    from langrepr.confpaths import cell_dir_name, legacy_cell_dir_name
+
+    for name in ("dataset.corpus.path=/a/b,seed=1", "s=[{path: ptb/ptb.train.txt}],x=1", "p=/" + "d/" * 120):
+        assert "/" not in cell_dir_name(name) and len(cell_dir_name(name).encode()) <= 200
+    assert legacy_cell_dir_name("dataset.corpus.path=/a/b") == "dataset.corpus.path=/a/b"   # where it was
+    long = ",".join(f"key{i}=value{i}" for i in range(40))
+    for name in ("", "dataset=ptb,model=x", long, long + ",p=/a", "p=/" + "d" * 300):   # no '/', or shortened
+        assert cell_dir_name(name) == legacy_cell_dir_name(name)                       # before: the same folder
+    from langrepr.provenance import run_provenance
+
+    # a clean clone rebuilds the command from the folder name
+    assert run_provenance(f"nowhere/{cell_dir_name('p=/a/b,seed=1')}")["overrides"] == ["p=/a/b", "seed=1"]
+
+
+def test_X59_a_cell_with_a_slash_runs_in_one_folder_and_a_cell_nested_before_is_found(tmp_path, capfd):
+    """The count cell with a path override: one folder under its run, `.replaced/` beside it (not inside a nest),
+    and a finished cell in the nested folder the code before wrote is reused, not run again or counted twice."""
+    from langrepr.confpaths import legacy_cell_dir_name
+
+    count = ["experiment=ewe_table1", "model=bert_ewe", f"dataset.datamodule.data_dir={tmp_path}/d/e", *out(tmp_path)]
+    assert run_main(count) == 0, capfd.readouterr().err[-3000:]
+    run = tmp_path / "out" / "exact" / "ewe_table1"
+    (folder,) = [p for p in run.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert "%2F" in folder.name and (folder / "metrics.json").exists()
+    legacy = run / legacy_cell_dir_name(folder.name.replace("%2F", "/"))       # as the code before wrote it
+    assert legacy.parent != run
+    legacy.parent.mkdir(parents=True)
+    shutil.move(str(folder), str(legacy))
+    before = json.loads((legacy / "metrics.json").read_text())
+    capfd.readouterr()
+    assert run_main(count) == 0
+    assert "this cell already finished" in "".join(capfd.readouterr())
+    assert records(tmp_path / "out") == {folder.name: before}                  # moved into its one folder, once
+    assert run_main([*count, "force=true"]) == 0
+    (aside,) = (run / ".replaced").iterdir()
+    assert aside.name.startswith(folder.name + "@") and (aside / "metrics.replaced.json").exists()
 
 
 def test_X40_explain_of_a_table_that_does_not_exist_says_unknown_table(capsys):

@@ -136,6 +136,35 @@ def test_the_divergence_advice_passes_validation():
     validate([*base, *advice, "optimizer.lr=1e-4", "force=true"])   # raises UserError if refused
 
 
+def test_the_divergence_advice_names_the_key_the_cell_sets_and_not_what_is_already_set():
+    """Issue 33: a multi-hot cell (`optimizer.lr: ${mlm.lr}`, clipping on) was told 'lower optimizer.lr or add
+    trainer.gradient_clip_val=1.0'; it sets mlm.lr and already clips."""
+    from types import SimpleNamespace
+
+    import torch
+    from hydra import compose, initialize_config_dir
+
+    from langrepr.callbacks import NonFiniteGuard
+    from langrepr.confpaths import CONF_DIR
+    from langrepr.errors import Diverged
+    from langrepr.validation import setting_key
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        multihot = compose("train", overrides=["experiment=multihot_pretrain", "profile=quick"])
+        bert = compose("train", overrides=["dataset=synthetic", "model=bert_ewe"])
+    assert (setting_key(multihot, "optimizer.lr"), setting_key(bert, "optimizer.lr")) == ("mlm.lr", "optimizer.lr")
+    guard = NonFiniteGuard()
+    guard.lr_key = setting_key(multihot, "optimizer.lr")
+    opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
+    trainer = SimpleNamespace(optimizers=[opt], global_step=2, current_epoch=0, gradient_clip_val=multihot.trainer.
+                              gradient_clip_val)
+    with pytest.raises(Diverged) as err:
+        guard._stop(trainer, "train loss", float("nan"))
+    message = str(err.value)
+    assert "lower mlm.lr (it is 0.001)" in message and "optimizer.lr" not in message
+    assert "add trainer.gradient_clip_val" not in message and "already clipped at trainer.gradient_clip_val=1" in message
+
+
 def test_the_max_steps_advice_passes_validation():
     """`trainer.max_epochs=-1` says 'unless trainer.max_steps is set: set one of them': setting it is accepted."""
     from langrepr.errors import UserError

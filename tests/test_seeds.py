@@ -1,4 +1,5 @@
-"""The full sweeps run 3 seeds where the paper's gaps need them; `seeds=1` runs one, and the knob is not part of a
+"""The sweeps run 3 seeds where the paper's gaps need them; `seeds=N` runs N in every sweep, quick and full (issue 33
+finding 6: 21 sweeps hard-coded 1,2,3), a `seeds=` that is not a count is one line, and the knob is not part of a
 cell's identity or folder name."""
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ THREE_SEEDS = ["ewe_table3", "ewe_table4", "ewe_table5", "tensorcoder_table1", "
                "leam_table3", "leam_table4", "leam_table5"]
 
 
-def sweep_seeds(experiment: str, *overrides: str) -> str:
+# one fixed seed, no seed spread: deterministic statistics and token lists (their `seed: "1"` is not a sweep of seeds)
+NO_SEED_SPREAD = {"ewe_table2", "multihot_table1", "multihot_table4"}
+
+
+def sweep_seeds(experiment: str, *overrides: str, profile: str = "full") -> str:
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=[f"experiment={experiment}", "profile=full", *overrides],
+        cfg = compose("train", overrides=[f"experiment={experiment}", f"profile={profile}", *overrides],
                       return_hydra_config=True)
     return str(OmegaConf.select(cfg, "hydra.sweeper.params.seed"))
 
@@ -27,6 +32,30 @@ def test_full_sweeps_run_three_seeds_and_seeds_1_runs_one(experiment):
     assert sweep_seeds(experiment) == "1,2,3"
     if experiment.startswith(("ewe", "tensorcoder", "leam")):
         assert sweep_seeds(experiment, "seeds=1") == "1"
+
+
+@pytest.mark.parametrize("profile", ["quick", "full"])
+@pytest.mark.parametrize("experiment", group_options("experiment"))
+def test_seeds_drives_every_sweep_quick_and_full(experiment, profile):
+    """The default still expands to exactly 1,2,3 (leam_nsmc full: 1), so no cell changes; `seeds=2` runs two."""
+    default, two = sweep_seeds(experiment, profile=profile), sweep_seeds(experiment, "seeds=2", profile=profile)
+    if experiment == "ewe_table1":                       # counts from the config alone: no seed in its sweep
+        assert default == two == "None"
+    elif experiment in NO_SEED_SPREAD:
+        assert default == two == "1"
+    else:
+        assert default == ("1" if (experiment, profile) == ("leam_nsmc", "full") else "1,2,3")
+        assert two == "1,2"
+
+
+@pytest.mark.parametrize("profile", ["quick", "full"])
+@pytest.mark.parametrize("seeds", ["0", "-1", "abc", "2.5"])
+def test_a_seeds_that_is_not_a_count_is_one_line(seeds, profile, capfd):
+    """`seeds=0` swept seed='' and `seeds=abc` was a raw interpolation error; both are refused before any cell."""
+    from conftest import fails_with
+
+    line = fails_with(capfd, ["-m", "experiment=leam_table3", f"profile={profile}", f"seeds={seeds}"])
+    assert line.startswith(f"seeds={seeds}: pass a whole number >= 1")
 
 
 def test_seeds_is_not_part_of_a_cells_identity_or_folder():

@@ -49,6 +49,19 @@ def test_fp16_without_cuda_falls_back_to_fp32(compose_cfg, tmp_path, caplog):
     with caplog.at_level("WARNING", logger="langrepr.train"):
         train(cfg, tmp_path / "run")
     assert "uses fp32 on CPU" in caplog.text
+    written = json.loads((tmp_path / "run" / "metrics.json").read_text())   # what ran, not what was asked
+    assert (written["precision"], written["precision_requested"]) == ("32-true", "16-mixed")
+
+
+def test_the_record_names_the_precision_asked_only_when_another_ran():
+    from types import SimpleNamespace
+
+    from langrepr.train import precision_ran
+
+    assert precision_ran("16-mixed", SimpleNamespace(precision="16-mixed")) == {"precision": "16-mixed"}
+    assert precision_ran(32, SimpleNamespace(precision="32-true")) == {"precision": "32-true"}
+    assert precision_ran("bf16", SimpleNamespace(precision="32-true")) == {"precision": "32-true",
+                                                                         "precision_requested": "bf16-mixed"}
 
 
 def test_cli_multirun_two_cells_then_skip_and_resume(tmp_path):

@@ -125,11 +125,17 @@ class NonFiniteGuard(pl.Callback):
         self._value: torch.Tensor | None = None    # the first such loss (mean over its elements)
         self._checked_step = -1
 
+    lr_key = "optimizer.lr"   # the key this cell's learning rate is set with (train.py: `mlm.lr` for multi-hot)
+
     def _stop(self, trainer: pl.Trainer, what: str, value: float) -> None:
+        """The advice names the key the cell sets and never suggests a setting it already has (issue 33)."""
         lr = _configured_lr(trainer)
-        hint = f"lower optimizer.lr (it is {lr:g})" if lr is not None else "lower optimizer.lr"
+        hint = f"lower {self.lr_key} (it is {lr:g})" if lr is not None else f"lower {self.lr_key}"
+        clip = getattr(trainer, "gradient_clip_val", None)
+        hint += (f" (gradients are already clipped at trainer.gradient_clip_val={clip:g})" if clip
+                 else " or add trainer.gradient_clip_val=1.0")
         raise Diverged(f"training diverged: {what} = {value} at step {trainer.global_step} (epoch "
-                       f"{trainer.current_epoch}); {hint} or add trainer.gradient_clip_val=1.0, then rerun with force=true")
+                       f"{trainer.current_epoch}); {hint}, then rerun with force=true")
 
     def _check(self, trainer: pl.Trainer) -> None:
         """Read the device flag back (the only host-device synchronisation the guard makes)."""

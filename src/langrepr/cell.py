@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import errno
 import fcntl
 import hashlib
 import json
@@ -334,18 +335,66 @@ def lock(output_dir: Path) -> Iterator[None]:
         fh.close()
 
 
+def _cannot_move(entry: Path, why: str, target: Path | None = None, what: str = "the previous attempt's") -> UserError:
+    moved = f"; what was already moved is in {target}" if target is not None else ""
+    return UserError(f"cannot move {what} {entry} aside ({why}): make it writable (chmod -R u+w {entry}) or move it "
+                     f"out of the cell folder yourself, then rerun{moved}")
+
+
+def _rename(entry: Path, dest: Path, target: Path, what: str = "the previous attempt's") -> None:
+    """Rename (atomic, nothing copied; copied only to another file system); a refusal is one line with the fix."""
+    try:
+        os.rename(entry, dest)
+    except OSError as err:
+        if err.errno != errno.EXDEV:
+            raise _cannot_move(entry, err.strerror or type(err).__name__, target, what) from None
+        shutil.move(str(entry), str(dest))
+
+
 def move_aside(output_dir: Path) -> Path | None:
-    """Move a previous attempt's files out of the cell folder; returns where they went (None if nothing)."""
+    """Move a previous attempt's files out of the cell folder; returns where they went (None if nothing).
+
+    Each entry is renamed (atomic, nothing copied): a read-only folder such as a `wandb/` left by another user
+    used to fail halfway through shutil.move's copy-then-delete, with a traceback and the folder in two places
+    (issue 33 finding 10). A directory moves to another parent only when it is writable, so that is checked
+    first and said in one line.
+    """
     entries = [p for p in output_dir.iterdir() if p.name not in KEEP_ON_RESTART and not p.name.endswith(".log")]
     if not entries:
         return None
+    stuck = next((p for p in entries if p.is_dir() and not p.is_symlink() and not os.access(p, os.W_OK)), None)
+    if stuck is not None:
+        raise _cannot_move(stuck, "it is read-only")
     target = output_dir.parent / ".replaced" / f"{output_dir.name}@{time.strftime('%Y%m%d-%H%M%S')}"
     target.mkdir(parents=True, exist_ok=True)
     for entry in entries:
-        name = "metrics.replaced.json" if entry.name == "metrics.json" else entry.name
-        shutil.move(str(entry), str(target / name))
+        _rename(entry, target / ("metrics.replaced.json" if entry.name == "metrics.json" else entry.name), target)
     log.info("Moved the previous attempt of %s to %s", output_dir, target)
     return target
+
+
+def adopt_legacy_folder(output_dir: Path, override_dirname: str | None) -> Path | None:
+    """Move a cell recorded in its old nested folder into its one folder, once; returns the old folder (or None).
+
+    Before issue 33 a '/' in an override value nested the cell (`confpaths.legacy_cell_dir_name`); its finished
+    record, checkpoints and logs move into today's folder, so the cell is reused, resumed or moved aside as any
+    other and a table never counts it twice. The old folder keeps only Hydra's record and log of that invocation.
+    """
+    from langrepr.confpaths import legacy_cell_dir_name
+
+    old = Path(legacy_cell_dir_name(override_dirname)) if override_dirname is not None else None
+    if old is None or old.is_absolute() or ".." in old.parts:
+        return None
+    legacy = output_dir.parent / old
+    if legacy == output_dir or not (legacy / "metrics.json").is_file() or (output_dir / "metrics.json").exists():
+        return None
+    with lock(legacy):                                   # not while an older checkout still runs it there
+        for entry in sorted(legacy.iterdir()):
+            if entry.name not in KEEP_ON_RESTART and not (output_dir / entry.name).exists():
+                _rename(entry, output_dir / entry.name, output_dir, "the nested cell's")
+    log.warning("Moved the cell recorded in %s (nested by a '/' in an override, before issue 33) to %s", legacy,
+                output_dir)
+    return legacy
 
 
 def resume_point(ckpt_path: str | None, output_dir: Path, fingerprint: str) -> tuple[str | None, dict]:

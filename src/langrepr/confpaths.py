@@ -22,22 +22,44 @@ PAPERS = "papers"   # conf/papers/<paper>/<group>/<option>.yaml: one paper's opt
 # bytes of one cell folder name: a file system allows 255, and force=true moves a cell to `<name>@<time>` (+16)
 MAX_CELL_NAME = 200
 SHORTENED = "~"   # the mark of a shortened cell name: `<whole overrides that fit>,~<sha256 of the full name>`
+SLASH = "%2F"   # a '/' of an override, in a cell folder name (a file name cannot hold '/')
 
 
 def cell_dir_name(name: str | None) -> str:
-    """The cell folder for Hydra's override list (`${cell:${hydra.job.override_dirname}}`).
+    """The cell folder for Hydra's override list (`${cell:${hydra.job.override_dirname}}`): always ONE folder.
 
-    The joined overrides, as always, while every '/'-separated part fits in MAX_CELL_NAME bytes; a longer list
-    (a dozen overrides, issue 21 X59) keeps the whole overrides that fit and ends in a hash of the full list, so
-    one command still names one folder and two lists never share one. metrics.json records the full list.
+    The joined overrides while they fit in MAX_CELL_NAME bytes; a longer list (a dozen overrides, issue 21 X59)
+    keeps the whole overrides that fit and ends in a hash of the full list, so one command still names one folder
+    and two lists never share one (metrics.json records the full list). Every '/' is written %2F, as the shortened
+    names always did: `dataset.corpus.path=/data/ptb` was `dataset.corpus.path=` / `data` / `ptb`, three folders
+    deep with the cell's `.replaced/` inside the nest (issue 33 X59). Keys hold no '/' (Hydra keeps `hydra/...`
+    overrides out of override_dirname; no other config group is nested), so a name without a '/' is what it
+    always was and no recorded cell changes folder; a cell nested before (`legacy_cell_dir_name`) is found by
+    `cell.adopt_legacy_folder`.
     """
     name = name or "defaults"   # a cell with no overrides still needs a directory name
+    flat = name.replace("/", SLASH)
+    if len(flat.encode()) <= MAX_CELL_NAME:
+        return flat
+    return _shortened(name, flat)
+
+
+def legacy_cell_dir_name(name: str | None) -> str:
+    """The folder (relative, maybe nested) a cell got before issue 33; only ever read, to find a cell recorded then.
+
+    Every '/' was a folder level while each level fitted MAX_CELL_NAME bytes.
+    """
+    name = name or "defaults"
     if all(len(part.encode()) <= MAX_CELL_NAME for part in name.split("/")):
         return name
+    return _shortened(name, name.replace("/", SLASH))
+
+
+def _shortened(name: str, flat: str) -> str:
     digest = hashlib.sha256(name.encode()).hexdigest()[:16]
     room = MAX_CELL_NAME - len(digest) - 2
     head = ""
-    for override in name.replace("/", "%2F").split(","):
+    for override in flat.split(","):
         if len(f"{head},{override}".encode()) > room:
             break
         head = f"{head},{override}" if head else override
@@ -47,8 +69,32 @@ def cell_dir_name(name: str | None) -> str:
 OmegaConf.register_new_resolver("cell", cell_dir_name, replace=True)
 # `hydra.searchpath: [file://${conf_dir:}/papers/ewe, ...]` in train.yaml: absolute, whatever the working directory
 OmegaConf.register_new_resolver("conf_dir", lambda: CONF_DIR.as_posix(), replace=True)
-# `hydra.sweeper.params.seed: ${seed_list:${seeds}}`: the full sweeps run seeds 1..seeds (3 unless `seeds=N`)
-OmegaConf.register_new_resolver("seed_list", lambda n: ",".join(str(i) for i in range(1, int(n) + 1)), replace=True)
+
+
+def seeds_error(n: object) -> str | None:
+    """The line for a `seeds=` that is not a count of seeds (None when it is one, or null: the table's own count).
+
+    `seeds=0` swept `seed=''`, `seeds=2.5` ran 2 and `seeds=abc` was a raw interpolation error: each is refused.
+    """
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        return f"seeds={n}: pass a whole number >= 1 (each cell runs seeds 1..seeds)"
+    return None
+
+
+def seed_list(n: object, default: int = 3) -> str:
+    """`1,2,...,n` for every sweep's `seed: ${seed_list:${seeds}}`, quick and full alike.
+
+    The quick sweeps hard-coded 1,2,3 and ignored `seeds=` (issue 33 finding 6). `seeds: null` (train.yaml) is the
+    table's own count: `default`, 3 unless the sweep says `${seed_list:${seeds},1}`.
+    """
+    error = seeds_error(n)
+    if error:
+        raise ValueError(error)
+    return ",".join(str(i) for i in range(1, (default if n is None else n) + 1))
+
+
+# `hydra.sweeper.params.seed: ${seed_list:${seeds}}`: every sweep runs seeds 1..seeds (its own count unless `seeds=N`)
+OmegaConf.register_new_resolver("seed_list", seed_list, replace=True)
 
 
 @lru_cache(maxsize=1)

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from langrepr.confpaths import SHORTENED, group_options
+from langrepr.confpaths import SHORTENED, SLASH, group_options
 from langrepr.errors import UserError
 
 # keys of a run's `data` record that identify the data it read (datamodules name them differently)
@@ -79,7 +79,7 @@ def run_provenance(run_dir: str | Path, root: Path = Path(".")) -> dict:
     info: dict[str, Any] = {"dir": str(run_dir), "present": (path / "metrics.json").exists()}
     if not info["present"]:
         # runs are not committed, only tables: a clean clone can still rebuild the cell from its dir name
-        info["overrides"] = [p for p in path.name.split(",") if "=" in p]
+        info["overrides"] = [p.replace(SLASH, "/") for p in path.name.split(",") if "=" in p]   # %2F: a '/'
         info["overrides_source"] = "run dir name (run folder not on this machine)"
         if any(p.startswith(SHORTENED) for p in path.name.split(",")):   # confpaths.cell_dir_name cut it short
             info["overrides_source"] += ": shortened, its last overrides are only in the run folder's metrics.json"
@@ -90,7 +90,8 @@ def run_provenance(run_dir: str | Path, root: Path = Path(".")) -> dict:
     except (OSError, ValueError) as err:
         info.update(present=False, damaged=f"{path / 'metrics.json'} is unreadable ({type(err).__name__}): rerun "
                                            "that cell with force=true",
-                    overrides=[p for p in path.name.split(",") if "=" in p], overrides_source="run dir name")
+                    overrides=[p.replace(SLASH, "/") for p in path.name.split(",") if "=" in p],
+                    overrides_source="run dir name")
         return info
     overrides = read_yaml(path / ".hydra" / "overrides.yaml")
     info.update({

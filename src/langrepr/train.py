@@ -33,7 +33,7 @@ from langrepr.metric_versions import METRIC_VERSIONS
 from langrepr.pipelines.bitcipher.warm_start import CipherWarmStart
 from langrepr.scale_out import FailedCell, fit_batch_to_devices, is_writer, write_record
 from langrepr.utils import git_commit, package_versions, write_text_atomic
-from langrepr.validation import canonical_overrides, check_command_line, validate_config
+from langrepr.validation import canonical_overrides, check_command_line, setting_key, validate_config
 
 log = logging.getLogger("langrepr.train")
 
@@ -64,13 +64,26 @@ def resolve_precision(trainer_cfg: DictConfig, cpuinfo: str = "/proc/cpuinfo") -
         return trainer_cfg
     if precision.startswith("16"):
         log.warning("fp16 (trainer.precision=%s) needs a CUDA GPU and none was found: this run uses fp32 on "
-                    "CPU. Pass trainer=cpu to choose this explicitly.", precision)
+                    "CPU (metrics.json: precision 32-true, precision_requested %s). Pass trainer=cpu to choose "
+                    "this explicitly.", precision, precision)
         trainer_cfg = OmegaConf.merge(trainer_cfg, {"precision": "32-true", "accelerator": "cpu"})
     elif precision.startswith("bf16") and not cpu_has_bf16(cpuinfo):
         log.warning("bf16 (trainer.precision=%s) needs a CPU with AVX512-BF16 or AMX and this one has neither: "
                     "this run uses fp32.", precision)
         trainer_cfg = OmegaConf.merge(trainer_cfg, {"precision": "32-true"})
     return trainer_cfg
+
+
+def precision_ran(requested: Any, trainer: Any) -> dict[str, str]:
+    """What metrics.json says about precision: the one that ran, and the one asked for when that differs.
+
+    `trainer.precision=16-mixed` on a CPU runs fp32; the folder and config_resolved.yaml keep what was asked
+    (they address the command, on any machine), the record says what ran (issue 33 finding 10).
+    """
+    unified = {"16": "16-mixed", "bf16": "bf16-mixed", "32": "32-true", "64": "64-true"}
+    asked = unified.get(str(requested), str(requested))
+    ran = str(getattr(trainer, "precision", asked))
+    return {"precision": ran} if ran == asked or requested is None else {"precision": ran, "precision_requested": asked}
 
 
 # ---------------------------------------------------------------- training-step switches (docs/framework.md)
@@ -368,6 +381,8 @@ def run_training(cfg: DictConfig, output_dir: Path, record: dict, *, started: fl
     callbacks = [instantiate(c) for c in cfg.get("callbacks", {}).values() if c is not None]
     if getattr(task, "warm_start", None):   # Bit Cipher Fig. 4: cipher vectors of the training text, before fit
         callbacks.append(CipherWarmStart(task.warm_start))
+    for guard in (c for c in callbacks if isinstance(c, NonFiniteGuard)):   # its advice names the key this cell sets
+        guard.lr_key = setting_key(cfg, "optimizer.lr")
     record["step_switches"] = step_switches(cfg)
     apply_step_switches(record["step_switches"], dm, task, callbacks)
     last = next((c for c in callbacks if isinstance(c, LastCheckpoint)), None)
@@ -377,6 +392,7 @@ def run_training(cfg: DictConfig, output_dir: Path, record: dict, *, started: fl
     csv_header = cell.keep_csv_log(output_dir, meta["global_step"]) if resume else None
     trainer = instantiate(resolve_precision(cfg.trainer), logger=loggers or False, callbacks=callbacks,
                           default_root_dir=str(output_dir), plugins=[AtomicCheckpointIO()])
+    record.update(precision_ran(cfg.trainer.get("precision"), trainer))
     cell.restore_csv_log(output_dir, loggers, csv_header)
     log_hyperparams(loggers, {"params_total": record["params"]["total"], "seed": int(cfg.seed)})
 
@@ -511,6 +527,8 @@ def _hydra_main(cfg: DictConfig) -> FailedCell | None:
 
     output_dir = HydraConfig.get().runtime.output_dir
     try:
+        if is_writer():   # a cell nested by a '/' in an override value (before issue 33) moves into its one folder
+            cell.adopt_legacy_folder(Path(output_dir), HydraConfig.get().job.override_dirname)
         train(cfg, output_dir)
     except Exception as err:
         message = user_message(err)

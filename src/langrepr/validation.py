@@ -415,9 +415,28 @@ def check_supported_dataset(cfg: DictConfig, choices: dict[str, str]) -> None:
                         f"drop dataset={dataset} (the experiment sets it) or pick another experiment")
 
 
+def check_grid_model(choices: dict[str, str]) -> None:
+    """A grid cell builds its network from `input=` x `encoder=`: a `model=` there is named, with encoder= instead.
+
+    Its keys used to merge into the grid's network and be refused as 'unknown key model.net.arch', a key the user
+    never wrote (issue 33 finding 10).
+    """
+    from langrepr.confpaths import group_options
+
+    model, picks = choices.get("model"), {g: choices.get(g) for g in ("input", "encoder")}
+    if model in (None, "none") or all(v in (None, "none") for v in picks.values()):
+        return
+    encoders = "|".join(o for o in group_options("encoder") if o != "none")
+    given = " ".join(f"{g}={v}" for g, v in picks.items() if v not in (None, "none"))
+    raise UserError(f"model={model}: a grid cell ({given}) builds its network from input= and encoder=, not model=: "
+                    f"drop model={model} and pick the encoder with encoder=<{encoders}> (model= is for the reference "
+                    "rows only, with input=none encoder=none)")
+
+
 def validate_config(cfg: DictConfig, choices: dict[str, str] | None = None) -> None:
     """Every check above; raises UserError with one line at the first problem."""
     check_supported_dataset(cfg, choices or {})   # first: a wrong data set explains the unknown keys it brings
+    check_grid_model(choices or {})               # before the keys model= brought into the grid's network
     check_keys(cfg)
     check_values(cfg)
 
@@ -550,6 +569,24 @@ def _through_interpolation(cfg: DictConfig, key: str) -> tuple[str, str, str | N
     return None
 
 
+def setting_key(cfg: DictConfig, key: str) -> str:
+    """The key a user sets `key` with: `optimizer.lr: ${mlm.lr}` (the multi-hot cells) is set with `mlm.lr`."""
+    import re
+
+    seen: set[str] = set()
+    while key not in seen:
+        seen.add(key)
+        parent, _, leaf = key.rpartition(".")
+        node = _get(cfg, parent) if parent else cfg
+        if not isinstance(node, DictConfig) or leaf not in node or not OmegaConf.is_interpolation(node, leaf):
+            return key
+        target = re.fullmatch(r"\$\{([\w.]+)\}", str(node._get_node(leaf)._value()))
+        if target is None:
+            return key
+        key = target.group(1)
+    return key
+
+
 def _composition_error(err: Exception, probe: list[str] | None = None) -> UserError:
     import re
 
@@ -592,6 +629,15 @@ def check_writable(path: Path, key: str = "paths.output_root") -> None:
         raise UserError(f"{key}={path} is not writable ({probe} is read-only): pass {key}=<a writable folder>")
 
 
+def check_seeds(cfg: DictConfig) -> None:
+    """`seeds=` is a count: its own line, not the interpolation error of the sweep that reads it."""
+    from langrepr.confpaths import seeds_error
+
+    error = seeds_error(_get(cfg, "seeds")) if "seeds" in cfg else None
+    if error:
+        raise UserError(error)
+
+
 def check_command_line(argv: list[str]) -> None:
     """Compose the config the command asks for (first value of every sweep) and validate it."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -609,6 +655,7 @@ def check_command_line(argv: list[str]) -> None:
     try:
         reuse = _COMPOSED.pop("cfg", None) if _COMPOSED.pop("probe", None) == tuple(probe) else None
         cfg = reuse if reuse is not None else _compose(probe)
+        check_seeds(cfg)                         # before the sweep's ${seed_list:${seeds}} is read below
         sweep = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
         extra = [f"{k}={str(v).split(',')[0]}" for k, v in sweep.items() if k not in given]
         if extra:

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from langrepr.errors import UserError, exits_on_user_error
 from langrepr.plan.cells import sweep_cells
 from langrepr.plan.facts import DEFAULT_UTILISATION, GPU_CLASSES, OUT_DIR
 from langrepr.plan.render import _hours, render_all, render_table
@@ -24,33 +25,42 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a bad argument in one line (what is wrong, where to look), exit status 2."""
 
     def error(self, message: str) -> None:
-        raise SystemExit(f"error: {message} (python -m langrepr.plan --help)")
+        raise UserError(f"{message} (python -m langrepr.plan --help)")
 
 
 def check_arguments(args: argparse.Namespace, chosen: list[str], checks: dict) -> None:
-    """Every value range-checked before any cell is measured: one line (what is wrong, how to fix), exit 2."""
+    """Every value range-checked before any cell is measured: one line (what is wrong, how to fix), exit 2.
+
+    Overrides get the same line `python -m langrepr.train` gives for them (the table targets' wording), then every
+    cell of the sweep is composed with them, since a sweep key can make a later cell refuse what the first took.
+    """
     from langrepr.confpaths import group_options
 
     profiles = group_options("profile")
     if args.profile not in profiles:
-        raise SystemExit(f"error: unknown profile '{args.profile}': choose from {', '.join(profiles)} (PROFILE=...)")
+        raise UserError(f"unknown profile '{args.profile}': choose from {', '.join(profiles)} (PROFILE=...)")
     if args.utilisation is not None and not 0 < args.utilisation <= 1:
-        raise SystemExit(f"error: --utilisation {args.utilisation:g} is not a share of the peak: give a number in "
-                         "(0, 1], e.g. 0.35, or leave it out to use the measured one")
+        raise UserError(f"--utilisation {args.utilisation:g} is not a share of the peak: give a number in "
+                        "(0, 1], e.g. 0.35, or leave it out to use the measured one")
     if args.pack < 1:
-        raise SystemExit(f"error: --pack {args.pack} is not a number of cells: give 1 or more (PACK=...)")
+        raise UserError(f"--pack {args.pack} is not a number of cells: give 1 or more (PACK=...)")
     try:
         assumption_for("", args.gpu, args.utilisation, checks, args.pack)
     except ValueError as err:
-        raise SystemExit(f"error: {err}: choose a smaller --pack (PACK=...)") from None
+        raise UserError(f"{err}: choose a smaller --pack (PACK=...)") from None
     if args.overrides:
+        from langrepr.train import check_group_choices
+        from langrepr.validation import check_command_line
+
+        check_group_choices(args.overrides)
         for table in chosen:
             try:
+                check_command_line(["-m", f"experiment={table}", f"profile={args.profile}", *args.overrides])
                 sweep_cells(table, args.profile, args.overrides)
             except Exception as err:  # noqa: BLE001  (Hydra's message, in one line)
                 first = " ".join(str(err).split("\n")[0].split())[:300]
-                raise SystemExit(f"error: the overrides {' '.join(args.overrides)} do not compose for {table}: "
-                                 f"{first}") from None
+                raise UserError(f"the overrides {' '.join(args.overrides)} do not compose for {table}: "
+                                f"{first}") from None
 
 
 def committed_settings(path: Path) -> dict | None:
@@ -63,6 +73,12 @@ def committed_settings(path: Path) -> dict | None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The command: a bad argument or override is one line on stderr and exit 2 (`errors.exits_on_user_error`)."""
+    with exits_on_user_error():
+        _main(argv)
+
+
+def _main(argv: list[str] | None) -> None:
     from langrepr.utils import write_text_atomic
 
     parser = _Parser(prog="python -m langrepr.plan",
@@ -82,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     chosen = args.table or known
     unknown = [t for t in chosen if t not in known]
     if unknown:
-        raise SystemExit(f"error: unknown table {', '.join(unknown)}: choose from {', '.join(known)}")
+        raise UserError(f"unknown table {', '.join(unknown)}: choose from {', '.join(known)}")
     checks = load_checks()
     check_arguments(args, chosen, checks)
     out = Path(args.out)
