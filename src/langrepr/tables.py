@@ -725,15 +725,14 @@ def borrowed_rows(spec: dict, main_run_id: str, profile: str, outputs: Path) -> 
     return found
 
 
-def reread_columns(spec: dict, rows: list[dict], run_root: Path, profile: str) -> set[str]:
+def reread_columns(spec: dict, rows: list[dict], run_root: Path, profile: str) -> bool:
     """Re-read each column that names its own `run_id` (count cells, no training) from those cells, where present.
 
     A re-judge keeps the measured cells of its JSON; a column of count cells (TensorCoder's GFLOPs at the paper's
     size) is deterministic and seconds to run, so a table gains it from those cells without re-running its
-    trained ones. Its ratio columns are derived again. Returns the commits of the cells read (empty: none found).
+    trained ones. Its ratio columns are derived again. Returns whether any column was re-read.
     """
     columns = [c for c in spec["columns"] if c.get("run_id")]
-    commits: set[str] = set()
     read: set[str] = set()
     for column in columns:
         runs = [dict(r, run_id=column["run_id"], dir=portable_dir(r["dir"], run_root.parent))
@@ -745,11 +744,10 @@ def reread_columns(spec: dict, rows: list[dict], run_root: Path, profile: str) -
             cell, _ = column_cell(spec, row, column, runs, profile)
             deterministic = by_key[row["key"]]["cells"][column["name"]].get("deterministic", False)
             by_key[row["key"]]["cells"][column["name"]] = dict(cell, deterministic=deterministic)
-            commits.update(cell["commits"])
         read.add(column["name"])
     if read:
         derive_ratios(spec, rows, only=read)
-    return commits
+    return bool(read)
 
 
 def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs") -> dict:
@@ -757,7 +755,9 @@ def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs") 
 
     A clone holds the table JSONs, not the runs behind them: the cells (mean, std, n) stay as measured; the
     spec's rows, columns, claims and notes are re-read, so a claim added to the spec is judged without a re-run.
-    A row or column the JSON does not have renders "not run"; so does a column the spec's `not_run` names.
+    A row or column the JSON does not have renders "not run"; so does a column the spec's `not_run` names. A column
+    of count cells (its own `run_id`: no training) is re-read from those cells where they are here
+    (`reread_columns`); the table's commit and cell time then are those of its cells.
     """
     cfg = experiment_config(table, profile)
     spec = table_spec(cfg, table)
@@ -801,12 +801,12 @@ def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs") 
     result = dict(old, title=spec["title"], columns=[c["name"] for c in spec["columns"]], rows=rows,
                   claims=judge_claims(spec, rows), data=ran, notes=notes,
                   not_run=dict(spec.get("not_run") or {}))
-    if reread:   # the count cells re-read here are runs of this table too: their commits and times join its own
-        commits = {c for c in str(old.get("commit") or "").split(",") if c} | reread
+    if reread:   # the count cells re-read here are runs of this table too: the commits and times are its cells'
+        commits = {c for row in rows for cell in row["cells"].values() for c in cell.get("commits") or []}
+        commits = commits or {c for c in str(old.get("commit") or "").split(",") if c}
         result.update(commit=",".join(sorted(c for c in commits if not c.endswith("+dirty"))
                                       + sorted(c for c in commits if c.endswith("+dirty"))),
-                      dirty_commits=sorted({*old.get("dirty_commits", []), *(c for c in reread if c.endswith("+dirty"))}),
-                      cell_wall=cell_wall(rows))
+                      dirty_commits=sorted(c for c in commits if c.endswith("+dirty")), cell_wall=cell_wall(rows))
     write_json_atomic(path, result)
     write_text_atomic(path.with_suffix(".md"), to_markdown(result, spec))
     log.info("Re-judged %s", path.with_suffix(".md"))

@@ -60,3 +60,24 @@ def test_the_configured_sizes_give_the_transformer_numbers_the_paper_prints(comp
         assert abs(by_hand("transformer_8head", n) / 1e9 - eight_head) <= tol, size
     assert by_hand("transformer_1head", 134) == 53_925_888                  # 6 x (4,390,912 + 4,596,736)
     assert by_hand("tensorcoder_8conv", 134) == 131_727_360                  # 6 x 40 x 134 x 64^2
+
+
+@pytest.mark.parametrize("table", ["tensorcoder_table1", "tensorcoder_table2", "tensorcoder_table3"])
+def test_each_table_target_runs_the_count_cells_its_paper_size_columns_read(table):
+    """A fresh clone's `make tensorcoder-tableN` never renders "not run" in a paper-size column it could count."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from langrepr.tables import experiment_config, table_spec
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    spec = table_spec(experiment_config(table, "quick"), table)
+    read = {c["match"]["paper_size"] for c in spec["columns"] if c.get("run_id") == "tensorcoder_paper_size"}
+    assert read, f"{table} has no paper-size column"
+    dry = subprocess.run(["make", "-n", table.replace("_", "-"), "PROFILE=quick"], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[2], timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    counted = {w.split("=", 1)[1] for w in dry.stdout.split() if w.startswith("+paper_size=")}
+    assert read <= counted, f"make {table} does not count {sorted(read - counted)}"
