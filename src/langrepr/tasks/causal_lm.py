@@ -143,7 +143,9 @@ class CausalLMTask(NLLTask):
 
         Only on a fresh start (a resumed run keeps the value its checkpoint carried). The pass is the validation
         step's own NLL, in eval mode and under the trainer's validation precision context, so it is the number a
-        validation at step 0 would give; it goes to every logger at step 0, beside the later evaluations.
+        validation at step 0 would give; it goes to every logger at step 0, beside the later evaluations. It runs
+        under a forked RNG: iterating a data loader draws from the global generator, and the training that follows
+        must be the one a run without this pass trains (same batches, same dropout).
         """
         super().on_train_start()
         if not self.validate_at_start or self.global_step > 0 or self.val_ppl_step0 is not None:
@@ -153,8 +155,9 @@ class CausalLMTask(NLLTask):
         nll_mean = MeanMetric().to(self.device)
         was_training = self.training
         self.eval()
+        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
         try:
-            with torch.no_grad(), self.trainer.precision_plugin.val_step_context():
+            with torch.random.fork_rng(devices=cuda), torch.no_grad(), self.trainer.precision_plugin.val_step_context():
                 for batch in loader:
                     batch = self.transfer_batch_to_device(batch, self.device, 0)
                     loss, n = self._nll(batch)
