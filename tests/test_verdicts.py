@@ -270,3 +270,45 @@ def test_a_row_can_be_judged_against_its_own_floor_row():
     assert cells["R200"]["role"] == "floor" and cells["R50"]["role"] == "floor"
     with pytest.raises(UserError, match="floors maps 'R200' to 'S200'"):
         TableSpec.parse({**spec, "rows": [{**spec["rows"][0], "floors": {"R200": "S200"}}, *spec["rows"][1:]]})
+
+
+def test_rejudge_reads_a_column_of_count_cells_and_judges_the_flops_claims_there(tmp_path):
+    """TensorCoder Table 3 quick: the committed JSON (from before the paper-size columns) plus the count cells at the
+    paper's size (no training) is a table whose FLOPs claims are judged at N = 134, d = 64 [inferred]; the quick
+    cells' own counts (Multi30k, N = 57 < d) stay as they were measured."""
+    committed = json.loads((ROOT / "outputs" / "tables" / "tensorcoder_table3.quick.json").read_text())
+    for row in committed["rows"]:   # as the JSON was before the columns existed
+        row["cells"] = {k: v for k, v in row["cells"].items() if "paper size" not in k}
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "tensorcoder_table3.quick.json").write_text(json.dumps(committed))
+    before = rejudge("tensorcoder_table3", "quick", tmp_path)
+    flops = [c for c in before["claims"] if "FLOPs" in c["text"]]
+    assert len(flops) == 3 and all(c["verdict"] == "not run" for c in flops)   # no count cell here yet: not ✗
+    d, n, layers = 64, 134, 6
+    by_hand = {"transformer_1head_nmt": layers * (8 * n * d * d + 4 * n * n * d),
+               "transformer_8head_nmt": layers * 8 * (8 * n * d * d + 4 * n * n * d),
+               "tensorcoder_1conv_nmt": layers * 12 * n * d * d, "tensorcoder_8conv_nmt": layers * 40 * n * d * d}
+    for model, flop in by_hand.items():
+        cell = tmp_path / "quick" / "tensorcoder_paper_size" / f"+paper_size=iwslt16,model={model},seed=1"
+        cell.mkdir(parents=True)
+        (cell / "metrics.json").write_text(json.dumps({
+            "status": "finished", "run_id": "tensorcoder_paper_size", "seed": 1, "commit": "c0ffee1",
+            "choices": {"model": model, "paper_size": "iwslt16"}, "wall_time_s": 0.5,
+            "metrics": {"model/attn_gflops": flop / 1e9}}))
+    result = rejudge("tensorcoder_table3", "quick", tmp_path)
+    rows = {r["key"]: r["cells"] for r in result["rows"]}
+    assert rows["Transformer-1head"]["GFLOPs at paper size"]["ours"] == pytest.approx(0.053925888)
+    assert rows["Transformer-8head"]["FLOPs ratio at paper size"]["ours"] == pytest.approx(3.275)
+    assert rows["Transformer-1head"]["FLOPs ratio at paper size"]["ours"] == pytest.approx(1.3646, abs=1e-4)
+    assert rows["Transformer-1head"]["GFLOPs"]["ours"] == pytest.approx(0.005399, abs=1e-6)   # quick, kept
+    assert rows["Transformer-1head"]["FLOPs ratio"]["ours"] == pytest.approx(0.9636, abs=1e-4)
+    flops = [c for c in result["claims"] if "FLOPs" in c["text"]]
+    assert [c["verdict"] for c in flops] == ["✓", "✓", "✓"]
+    assert set(result["commit"].split(",")) == {"6980a28", "c0ffee1"}   # the trained cells' and the count cells'
+    assert any("tensorcoder_paper_size" in note for note in result["notes"])
+    md = (tmp_path / "tables" / "tensorcoder_table3.quick.md").read_text()
+    assert "| GFLOPs at paper size | FLOPs ratio at paper size |" in md and "3.28 / 3.00" in md
+    for record in (tmp_path / "quick" / "tensorcoder_paper_size").glob("*/metrics.json"):   # count cells re-run
+        record.write_text(record.read_text().replace("c0ffee1", "c0ffee2"))
+    again = rejudge("tensorcoder_table3", "quick", tmp_path)
+    assert set(again["commit"].split(",")) == {"6980a28", "c0ffee2"} and again["claims"] == result["claims"]

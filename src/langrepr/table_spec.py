@@ -51,6 +51,11 @@ class ColumnSpec:
     ceiling: str = ""
     """Key of a reference row that bounds a model from above in this column (e.g. a per-word majority tagger
     for a probe that sees one word's vector). Recorded as its role; claims are not gated by it."""
+    run_id: str = ""
+    """Read this column from another experiment's cells (every row's, by the row's and this column's `match`):
+    count cells that need no training, e.g. TensorCoder's attention GFLOPs at the paper's own N and d
+    (`+paper_size=`, run_id `tensorcoder_paper_size`). `--rejudge` re-reads such a column from those cells when
+    they are present, so a table gains it without re-running its trained cells."""
     task: dict = field(default_factory=dict)
     """The grid (`langrepr.grid`): this column's task entry ({datamodule, target, floor, comparator}) when it is
     not in the experiment's `grid.tasks` (a column added after the others ran: that node is every cell's

@@ -134,49 +134,59 @@ def recipe_overrides(run: dict, spec: dict) -> list[str]:
     return extra
 
 
+def column_cell(spec: dict, row: dict, column: dict, runs: list[dict], profile: str) -> tuple[dict, list]:
+    """One cell of the table from the runs that fill it, and those runs with their values.
+
+    Its runs are those of the row's `run_id` (or the column's, or the row's `sources` entry for the column) that
+    match the row and the column; one per seed, the newest.
+    """
+    # `sources: {<column>: {run_id, match}}`: this row's cell in that column comes from other cells
+    source = row.get("sources", {}).get(column["name"], {})
+    run_id = source.get("run_id", column.get("run_id") or row.get("run_id"))
+    row_match = source.get("match", row.get("match"))
+    derived = bool(column.get("ratio_of") or column.get("quotient"))   # filled from its inputs by derive_ratios
+    cell_runs = [] if derived else [
+        r for r in runs if matches(r, row_match) and matches(r, column.get("match"))
+        and r.get("run_id", run_id) == (run_id if run_id is not None else r.get("run_id"))]
+    by_seed: dict[int, dict] = {}
+    for r in sorted(cell_runs, key=lambda r: r["mtime"]):
+        if r.get("seed") in by_seed:
+            log.warning("%s / %s: seed %s ran twice, using the newest (%s)", row["key"], column["name"],
+                        r.get("seed"), r["dir"])
+        by_seed[r.get("seed")] = r
+    diverged = [r["dir"] for r in by_seed.values() if r.get("status") == "diverged"]
+    values = [(r, run_value(r, column, row)) for r in by_seed.values() if r.get("status") == "finished"]
+    values = [(r, v) for r, v in values if v is not None]
+    not_run = (spec.get("not_run") or {}).get(column["name"])
+    if not_run:      # this profile does not run the column: what the runs recorded there is not shown
+        values = []
+    metric = column.get("metric", "").format(**row.get("vars", {}))
+    stale = [r["dir"] for r, _ in values if metric in stale_metrics(r)]  # scored under an older definition
+    values = [(r, v) for r, v in values if r["dir"] not in stale]
+    cell = {"ours": statistics.fmean(v for _, v in values) if values else None,
+            "paper": row.get("paper", {}).get(column["name"]),
+            "std": statistics.stdev(v for _, v in values) if len(values) > 1 else None,
+            "n": len(values), "runs": [r["dir"] for r, _ in values],
+            "seeds": sorted(r.get("seed") for r, _ in values if r.get("seed") is not None),
+            "commits": sorted({r.get("commit") for r, _ in values if r.get("commit")}), "diverged": diverged,
+            "stale": stale, "metric_version": METRIC_VERSIONS.get(metric_name(metric), 1),
+            "wall_s": [r.get("wall_time_s") for r, _ in values]}
+    if not_run:
+        cell["not_run"] = not_run
+    if profile == "dry":
+        cell["dry"] = dry_outcome(list(by_seed.values()))
+    return cell, values
+
+
 def build(spec: dict, runs: list[dict], profile: str) -> dict:
     rows_out, seeds, commits, recipe = [], set(), set(), set()
     for row in spec["rows"]:
         cells = {}
         for column in spec["columns"]:
-            # `sources: {<column>: {run_id, match}}`: this row's cell in that column comes from other cells
-            source = row.get("sources", {}).get(column["name"], {})
-            run_id, row_match = source.get("run_id", row.get("run_id")), source.get("match", row.get("match"))
-            derived = bool(column.get("ratio_of") or column.get("quotient"))   # filled from its inputs below
-            cell_runs = [] if derived else [
-                r for r in runs if matches(r, row_match) and matches(r, column.get("match"))
-                and r.get("run_id", run_id) == (run_id if run_id is not None else r.get("run_id"))]
-            by_seed: dict[int, dict] = {}
-            for r in sorted(cell_runs, key=lambda r: r["mtime"]):
-                if r.get("seed") in by_seed:
-                    log.warning("%s / %s: seed %s ran twice, using the newest (%s)", row["key"], column["name"],
-                                r.get("seed"), r["dir"])
-                by_seed[r.get("seed")] = r
-            diverged = [r["dir"] for r in by_seed.values() if r.get("status") == "diverged"]
-            values = [(r, run_value(r, column, row)) for r in by_seed.values() if r.get("status") == "finished"]
-            values = [(r, v) for r, v in values if v is not None]
-            not_run = (spec.get("not_run") or {}).get(column["name"])
-            if not_run:      # this profile does not run the column: what the runs recorded there is not shown
-                values = []
-            metric = column.get("metric", "").format(**row.get("vars", {}))
-            stale = [r["dir"] for r, _ in values if metric in stale_metrics(r)]  # scored under an older definition
-            values = [(r, v) for r, v in values if r["dir"] not in stale]
-            ours = statistics.fmean(v for _, v in values) if values else None
-            std = statistics.stdev(v for _, v in values) if len(values) > 1 else None
-            cell_seeds = sorted(r.get("seed") for r, _ in values if r.get("seed") is not None)
-            cell_commits = sorted({r.get("commit") for r, _ in values if r.get("commit")})
+            cells[column["name"]], values = column_cell(spec, row, column, runs, profile)
             recipe.update(o for r, _ in values for o in recipe_overrides(r, spec))
-            seeds.update(cell_seeds)
-            commits.update(cell_commits)
-            cells[column["name"]] = {"ours": ours, "paper": row.get("paper", {}).get(column["name"]), "std": std,
-                                     "n": len(values), "runs": [r["dir"] for r, _ in values],
-                                     "seeds": cell_seeds, "commits": cell_commits, "diverged": diverged,
-                                     "stale": stale, "metric_version": METRIC_VERSIONS.get(metric_name(metric), 1),
-                                     "wall_s": [r.get("wall_time_s") for r, _ in values]}
-            if not_run:
-                cells[column["name"]]["not_run"] = not_run
-            if profile == "dry":
-                cells[column["name"]]["dry"] = dry_outcome(list(by_seed.values()))
+            seeds.update(cells[column["name"]]["seeds"])
+            commits.update(cells[column["name"]]["commits"])
         reference = bool(row.get("reference", False))
         deterministic = row.get("deterministic")
         for cell in cells.values():
@@ -274,11 +284,16 @@ def dry_summary(rows: list[dict], columns: list[str]) -> str:
     return f"dry run, {len(outcome)} cell run(s): " + "; ".join(parts)
 
 
-def derive_ratios(spec: dict, rows: list[dict]) -> None:
-    """Derived columns: `ratio_of: <column>` (this row over its `ratio_base` row) and `quotient: [a, b]`."""
+def derive_ratios(spec: dict, rows: list[dict], only: set[str] | None = None) -> None:
+    """Derived columns: `ratio_of: <column>` (this row over its `ratio_base` row) and `quotient: [a, b]`.
+
+    `only`: derive just the columns computed from these columns (a re-judge that re-read them).
+    """
     by_key = {r["key"]: r for r in rows}
     row_specs = {r["key"]: r for r in spec["rows"]}
     for column in spec["columns"]:
+        if only is not None and not ({column.get("ratio_of"), *(column.get("quotient") or [])} & only):
+            continue
         if column.get("quotient"):
             num, den = column["quotient"]
             for row in rows:
@@ -588,17 +603,23 @@ def table_spec(cfg: DictConfig, table: str) -> dict:
     return spec
 
 
+def spec_run_ids(spec: dict) -> set[str]:
+    """Every run_id whose cells fill this table: its rows', its rows' `sources`' and its columns'."""
+    return ({row["run_id"] for row in spec["rows"]}
+            | {src["run_id"] for row in spec["rows"] for src in row.get("sources", {}).values() if src.get("run_id")}
+            | {c["run_id"] for c in spec["columns"] if c.get("run_id")})
+
+
 def shared_notes(spec: dict, main_run_id: str) -> list[str]:
     """Notes naming the other tables whose cells fill rows or columns here, and the target that runs them."""
     notes = []
-    run_ids = ({row["run_id"] for row in spec["rows"]}
-               | {src["run_id"] for row in spec["rows"] for src in row.get("sources", {}).values() if src.get("run_id")})
-    for rid in sorted(run_ids - {main_run_id}):
+    for rid in sorted(spec_run_ids(spec) - {main_run_id}):
         make = f"`make {rid.replace('_', '-')}` runs them."
         shared = ", ".join(r["key"] for r in spec["rows"] if r["run_id"] == rid)
         if shared:
             notes.append(f"Rows {shared} are the cells of {rid} (same configuration); {make}")
-        sourced = sorted({c for r in spec["rows"] for c, src in r.get("sources", {}).items() if src.get("run_id") == rid})
+        sourced = sorted({c for r in spec["rows"] for c, src in r.get("sources", {}).items() if src.get("run_id") == rid}
+                         | {c["name"] for c in spec["columns"] if c.get("run_id") == rid})
         if sourced:
             notes.append(f"Columns {', '.join(sourced)} of the model rows are the cells of {rid}; {make}")
     return notes
@@ -650,10 +671,8 @@ def render(table: str, profile: str = "full", outputs: str | Path = "outputs", f
     spec = table_spec(cfg, table)
     outputs = Path(outputs)
     # rows may read another table's cells (`run_id:`), e.g. reference rows computed once on a shared split
-    run_ids = ({row["run_id"] for row in spec["rows"]}
-               | {src["run_id"] for row in spec["rows"] for src in row.get("sources", {}).values() if src.get("run_id")})
     runs = [dict(r, run_id=rid, dir=portable_dir(r["dir"], outputs))
-            for rid in sorted(run_ids) for r in load_runs(outputs / cfg.profile_name / rid, DRY if dry else FINISHED)]
+            for rid in sorted(spec_run_ids(spec)) for r in load_runs(outputs / cfg.profile_name / rid, DRY if dry else FINISHED)]
     if dry:
         spec = dict(spec, title=f"DRY RUN (2 steps at full size, no results) — {spec['title']}")
     result = build(spec, runs, cfg.profile_name)
@@ -796,6 +815,31 @@ def unreproduced(new: dict, old: dict, profile_name: str) -> list[str]:
     return reasons
 
 
+def reread_columns(spec: dict, rows: list[dict], run_root: Path, profile: str) -> bool:
+    """Re-read each column that names its own `run_id` (count cells, no training) from those cells, where present.
+
+    A re-judge keeps the measured cells of its JSON; a column of count cells (TensorCoder's GFLOPs at the paper's
+    size) is deterministic and seconds to run, so a table gains it from those cells without re-running its
+    trained ones. Its ratio columns are derived again. Returns whether any column was re-read.
+    """
+    columns = [c for c in spec["columns"] if c.get("run_id")]
+    read: set[str] = set()
+    for column in columns:
+        runs = [dict(r, run_id=column["run_id"], dir=portable_dir(r["dir"], run_root.parent))
+                for r in load_runs(run_root / column["run_id"])]
+        if not runs:
+            continue
+        by_key = {r["key"]: r for r in rows}
+        for row in spec["rows"]:
+            cell, _ = column_cell(spec, row, column, runs, profile)
+            deterministic = by_key[row["key"]]["cells"][column["name"]].get("deterministic", False)
+            by_key[row["key"]]["cells"][column["name"]] = dict(cell, deterministic=deterministic)
+        read.add(column["name"])
+    if read:
+        derive_ratios(spec, rows, only=read)
+    return bool(read)
+
+
 def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs", force: bool = False) -> dict:
     """Recompute floors, roles and verdicts of a rendered table from its JSON alone and the current spec.
 
@@ -805,6 +849,8 @@ def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs", 
     measured row or column the spec no longer names is kept under `orphans`, flagged in the notes, not judged.
     The result replaces the JSON (atomically) only when it shows every measured value of it unchanged, under the
     same profile; otherwise it is written beside it as `<stem>.partial.{md,json}` unless `force`.
+    A column of count cells (its own `run_id`: no training) is re-read from those cells where they are here
+    (`reread_columns`); the table's commit and cell time then are those of its cells.
     """
     cfg = experiment_config(table, profile)
     spec = table_spec(cfg, table)
@@ -838,6 +884,7 @@ def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs", 
             cell["deterministic"] = reference if row.get("deterministic") is None else bool(row["deterministic"])
             cells[column["name"]] = cell
         rows.append({"key": row["key"], "reference": bool(row.get("reference", False)), "cells": cells})
+    reread = reread_columns(spec, rows, Path(outputs) / cfg.profile_name, cfg.profile_name)
     apply_floors(spec, rows)
     notes = filled_notes(list(spec.get("notes", [])), rows, spec) + shared_notes(spec, cfg.run_id)
     notes += list(dict.fromkeys(o["why"] for o in orphans))
@@ -848,6 +895,12 @@ def rejudge(table: str, profile: str = "full", outputs: str | Path = "outputs", 
     result = dict(old, title=spec["title"], columns=[c["name"] for c in spec["columns"]], rows=rows,
                   claims=judge_claims(spec, rows), data=ran, notes=notes,
                   not_run=dict(spec.get("not_run") or {}))
+    if reread:   # the count cells re-read here are runs of this table too: the commits and times are its cells'
+        commits = {c for row in rows for cell in row["cells"].values() for c in cell.get("commits") or []}
+        commits = commits or {c for c in str(old.get("commit") or "").split(",") if c}
+        result.update(commit=",".join(sorted(c for c in commits if not c.endswith("+dirty"))
+                                      + sorted(c for c in commits if c.endswith("+dirty"))),
+                      dirty_commits=sorted(c for c in commits if c.endswith("+dirty")), cell_wall=cell_wall(rows))
     result.pop("orphans", None)
     if orphans:
         result["orphans"] = orphans

@@ -326,9 +326,16 @@ def check_finite(stage: str, metrics: dict[str, float | None]) -> None:
 # ---------------------------------------------------------------- one function per stage
 
 def run_count(cfg: DictConfig, output_dir: Path, record: dict, **_: Any) -> None:
-    """Table-1 style cells: build the model from config and count it, no data and no training."""
+    """Table-1 style cells: build the model from config and count it, no data and no training.
+
+    A net that counts more than its parameters (`extra_metrics`: TensorCoder's attention GFLOPs) records them too,
+    by the same call a train cell makes after training, so a count at a size no cell trains at (the paper's N and
+    d, `+paper_size=`) is the cells' own count.
+    """
     net = instantiate(cfg.model.net, **cfg.get("count_net_kwargs", {}))
-    record.update(params=parameter_counts(net), metrics={})
+    extra = getattr(net, "extra_metrics", None)
+    record.update(params=parameter_counts(net),
+                  metrics={k: float(v) for k, v in extra().items()} if callable(extra) else {})
 
 
 def run_stats(cfg: DictConfig, output_dir: Path, record: dict, **_: Any) -> None:

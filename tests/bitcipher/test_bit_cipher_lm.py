@@ -178,6 +178,93 @@ def test_cold_start_trains_the_embedding_from_step_one(tmp_path):
     assert not torch.equal(trace.embedding[1], trace.embedding[0])
 
 
+class StartPerplexity(pl.Callback):
+    """The validation perplexity of the net as training starts, computed here by hand (callbacks run before the
+    task's own on_train_start)."""
+
+    def __init__(self, dm: TextLMDataModule) -> None:
+        self.dm, self.ppl = dm, None
+
+    @torch.no_grad()
+    def on_train_start(self, trainer, task) -> None:
+        net = task.net.eval()
+        total, n = 0.0, 0
+        for batch in self.dm.val_dataloader():
+            logits = net(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+            targets, valid = next_token_targets(batch["input_ids"], batch["attention_mask"])
+            total += float(torch.nn.functional.cross_entropy(logits[:, :-1][valid].float(), targets[valid],
+                                                             reduction="sum"))
+            n += int(valid.sum())
+        net.train()
+        self.ppl = math.exp(total / n)
+
+
+def csv_rows(folder: Path) -> list[dict]:
+    import csv
+
+    (path,) = folder.rglob("metrics.csv")
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_validate_at_start_scores_the_untrained_net_at_step_0(tmp_path, warm):
+    """Figure 4's "begins with a superior start" is read before any optimiser step: val/ppl at step 0 in the CSV
+    log and val/ppl_step0 in the metrics equal the perplexity of the net as it starts (cold, or cipher warm)."""
+    from pytorch_lightning.loggers import CSVLogger
+
+    pl.seed_everything(0)
+    dm = tiny_datamodule(tmp_path)
+    net = CausalTransformerLM(**dm.net_kwargs, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=16,
+                              dropout=0.1)
+    spec = {"bits": 8, "radius": 2, "doc_tokens": 64} if warm else None
+    task = CausalLMTask(net, optimizer=partial(torch.optim.AdamW, lr=1e-2), warm_start=spec,
+                        freeze_embedding_steps=2 if warm else 0, validate_at_start=True, **dm.task_kwargs)
+    start = StartPerplexity(dm)
+    trainer = pl.Trainer(max_steps=4, accelerator="cpu", logger=CSVLogger(tmp_path / "logs"),
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         val_check_interval=2, callbacks=[start])
+    trainer.fit(task, datamodule=dm)
+    assert start.ppl is not None and start.ppl > 1.0
+    assert task.val_ppl_step0 == pytest.approx(start.ppl, rel=1e-5)
+    assert float(trainer.callback_metrics["val/ppl_step0"]) == pytest.approx(start.ppl, rel=1e-5)
+    curve = {int(r["step"]): float(r["val/ppl"]) for r in csv_rows(tmp_path / "logs") if r.get("val/ppl")}
+    assert min(curve) == 0 and curve[0] == pytest.approx(start.ppl, rel=1e-5)
+    assert len(curve) == 3                                   # step 0, then the evaluations after steps 2 and 4
+    assert curve[max(curve)] != pytest.approx(start.ppl, rel=1e-3)   # the later points are the trained net's
+
+
+def test_the_step_0_pass_leaves_the_training_as_it_was(tmp_path):
+    """The pass draws no number the training would have drawn: with or without it, the same weights after 4 steps
+    (shuffled batches, dropout on)."""
+    dm = tiny_datamodule(tmp_path)
+    weights = []
+    for at_start in (False, True):
+        pl.seed_everything(3)
+        net = CausalTransformerLM(**dm.net_kwargs, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=16,
+                                  dropout=0.1)
+        task = CausalLMTask(net, optimizer=partial(torch.optim.AdamW, lr=1e-2), validate_at_start=at_start)
+        pl.Trainer(max_steps=4, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                   enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0).fit(task, datamodule=dm)
+        weights.append({k: v.clone() for k, v in task.net.state_dict().items()})
+    assert task.val_ppl_step0 is not None
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
+def test_without_validate_at_start_there_is_no_step_0_point(tmp_path):
+    from pytorch_lightning.loggers import CSVLogger
+
+    dm = tiny_datamodule(tmp_path)
+    net = CausalTransformerLM(**dm.net_kwargs, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=16)
+    task = CausalLMTask(net, optimizer=partial(torch.optim.AdamW, lr=1e-2))
+    trainer = pl.Trainer(max_steps=2, accelerator="cpu", logger=CSVLogger(tmp_path / "logs"),
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         val_check_interval=2, num_sanity_val_steps=0)
+    trainer.fit(task, datamodule=dm)
+    assert task.val_ppl_step0 is None and "val/ppl_step0" not in trainer.callback_metrics
+    assert [int(r["step"]) for r in csv_rows(tmp_path / "logs") if r.get("val/ppl")] != [0]
+
+
 def test_unigram_reference_matches_a_hand_count(tmp_path):
     dm = tiny_datamodule(tmp_path)
     metrics = causal_unigram_ppl(dm, str(tmp_path), smoothing=1.0)

@@ -3,7 +3,10 @@
 Loss: cross-entropy of token t+1 given tokens ≤ t inside each block, over real (unpadded) positions.
 ``val/ppl`` = exp(token-weighted mean NLL over the validation split), logged at every validation so the CSV log
 holds the perplexity curve Figure 4 plots; ``val/ppl_best`` is its minimum, ``val/ppl_first`` its value at the first evaluation, ``test/<split>/ppl`` the
-test score.
+test score. With ``validate_at_start`` the validation split is also scored once before the first optimiser step
+(``val/ppl`` and ``val/nll`` at step 0 in the CSV log, ``val/ppl_step0`` in metrics): the start of the curve, where
+"warm-start models begin with a superior start" is read. Lightning's sanity check is not it: it scores only a
+few batches and logs nothing.
 
 Warm start (``warm_start`` not null): before training, the net's input embedding is overwritten by cipher
 vectors of the datamodule's training stream (bits = the model width; built by the callback
@@ -39,21 +42,26 @@ class CausalLMTask(NLLTask):
         warm_start: None (cold start) or the `cipher_embedding` options (bits, radius, doc_tokens, beta, log,
             whiten, centre, l2, scale_std) plus an optional ``cache_dir``.
         freeze_embedding_steps: optimiser steps during which the input embedding is not updated.
+        validate_at_start: score the whole validation split once before the first optimiser step (step 0).
         datamodule_kwargs: the datamodule's ``task_kwargs`` (mask id of the masked-LM datamodules), unused.
     """
 
-    tracked = ("val_ppl_best", "val_ppl_first")   # best-so-far trackers, kept in checkpoints (tasks/trackers.py)
+    # best-so-far trackers and start values, kept in checkpoints (tasks/trackers.py)
+    tracked = ("val_ppl_best", "val_ppl_first", "val_ppl_step0")
 
     def __init__(self, net: nn.Module, optimizer: Callable, scheduler: Callable | None = None,
-                 warm_start: dict | None = None, freeze_embedding_steps: int = 0, **datamodule_kwargs: Any) -> None:
+                 warm_start: dict | None = None, freeze_embedding_steps: int = 0, validate_at_start: bool = False,
+                 **datamodule_kwargs: Any) -> None:
         super().__init__(net, optimizer, scheduler)
         if freeze_embedding_steps < 0:
             raise UserError(f"freeze_embedding_steps={freeze_embedding_steps}: use 0 (never frozen) or more steps")
         self.warm_start = dict(warm_start) if warm_start else None
         self.freeze_embedding_steps = int(freeze_embedding_steps)
+        self.validate_at_start = bool(validate_at_start)
         self.val_nll, self.val_ppl_best = MeanMetric(), MinMetric()
         self._warm_started = False
-        self.val_ppl_first: float | None = None        # the start of the curve, where a warm start should show
+        self.val_ppl_first: float | None = None        # the first evaluation (after val_check_interval steps)
+        self.val_ppl_step0: float | None = None        # before any optimiser step (validate_at_start)
 
     # ---------------------------------------------------------------- warm start
     def load_warm_start(self, matrix: np.ndarray) -> None:
@@ -98,7 +106,39 @@ class CausalLMTask(NLLTask):
             if self.val_ppl_first is None:
                 self.val_ppl_first = float(nll.exp())
             self.val_ppl_best.update(nll.exp())
-            self.log_dict({"val/ppl_best": self.val_ppl_best.compute(), "val/ppl_first": self.val_ppl_first})
+            start = {} if self.val_ppl_step0 is None else {"val/ppl_step0": self.val_ppl_step0}
+            self.log_dict({"val/ppl_best": self.val_ppl_best.compute(), "val/ppl_first": self.val_ppl_first, **start})
+
+    def on_train_start(self) -> None:
+        """`validate_at_start`: score the validation split on the weights as they start (warm start applied).
+
+        Only on a fresh start (a resumed run keeps the value its checkpoint carried). The pass is the validation
+        step's own NLL, in eval mode and under the trainer's validation precision context, so it is the number a
+        validation at step 0 would give; it goes to every logger at step 0, beside the later evaluations. It runs
+        under a forked RNG: iterating a data loader draws from the global generator, and the training that follows
+        must be the one a run without this pass trains (same batches, same dropout).
+        """
+        super().on_train_start()
+        if not self.validate_at_start or self.global_step > 0 or self.val_ppl_step0 is not None:
+            return
+        loader = self.trainer.datamodule.val_dataloader()
+        loader = loader[0] if isinstance(loader, list | tuple) else loader
+        nll_mean = MeanMetric().to(self.device)
+        was_training = self.training
+        self.eval()
+        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
+        try:
+            with torch.random.fork_rng(devices=cuda), torch.no_grad(), self.trainer.precision_plugin.val_step_context():
+                for batch in loader:
+                    batch = self.transfer_batch_to_device(batch, self.device, 0)
+                    loss, n = self._nll(batch)
+                    nll_mean.update(loss, weight=n)
+        finally:
+            self.train(was_training)
+        nll = nll_mean.compute()
+        self.val_ppl_step0 = float(nll.exp())
+        for logger in self.loggers:
+            logger.log_metrics({"val/nll": float(nll), "val/ppl": self.val_ppl_step0}, step=0)
 
     def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
         loss, n = self._nll(batch)
@@ -124,7 +164,8 @@ def causal_unigram_ppl(datamodule: Any, output_dir: str, smoothing: float = 1.0)
         return total / n
 
     val = nll(datamodule.val_dataloader())
-    metrics = {"val/nll": val, "val/ppl": math.exp(val), "val/ppl_best": math.exp(val), "val/ppl_first": math.exp(val)}
+    metrics = {"val/nll": val, "val/ppl": math.exp(val), "val/ppl_best": math.exp(val), "val/ppl_first": math.exp(val),
+               "val/ppl_step0": math.exp(val)}
     for name, loader in zip(getattr(datamodule, "test_splits", ["test"]), datamodule.test_dataloader()):
         test = nll(loader)
         metrics.update({f"test/{name}/nll": test, f"test/{name}/ppl": math.exp(test)})
