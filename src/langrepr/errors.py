@@ -25,8 +25,11 @@ class UserError(Exception):
 
 
 def unknown_choice(what: str, choice: str, options: list[str]) -> str:
-    """"unknown model 'bert_eew': did you mean bert_ewe?" first (short, the line a user reads), then the full list
-    on a second line: 41 model names in one line hide the one suggestion that matters."""
+    """The closest options first, the full list on a second line ("did you mean bert_ewe?").
+
+    Short first, because that is the line a user reads: 41 model names in one line hide the one suggestion that
+    matters.
+    """
     import difflib
 
     near = difflib.get_close_matches(choice, options, n=3, cutoff=0.5)
