@@ -258,3 +258,22 @@ def test_a_multihot_pretraining_cell_resumes_exactly(compose_cfg, tmp_path, monk
     monkeypatch.setenv("LANGREPR_DIGEST_CACHE", str(tmp_path / "digests.json"))
     data = write_korean_quick(tmp_path / "data")
     assert_resume_is_exact(compose_cfg, tmp_path, monkeypatch, *MULTIHOT, f"paths.data_dir={data}")
+
+
+def test_a_cell_stopped_by_sigterm_exits_non_zero_with_one_line(tmp_path, shared_cache):
+    """Lightning turns SIGTERM into a SystemExit without a code: the stopped cell's process exited 0 (issue 33)."""
+    root = tmp_path / "stopped"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    proc = subprocess.Popen([sys.executable, "-m", "langrepr.train", *ARGS, "trainer.max_epochs=200",
+                             f"paths.cache_dir={shared_cache}", f"paths.output_root={root}"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 600      # a bound for a wedged run, not a pace: the signal goes at the first checkpoint
+    while proc.poll() is None and time.time() < deadline:
+        if checkpoint_step(root) >= 1:
+            os.kill(proc.pid, signal.SIGTERM)
+            break
+        time.sleep(0.05)
+    _, err = proc.communicate()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert "was stopped by SIGTERM before it finished" in err and "ckpt_path=auto" in err
+    assert only_metrics(root)["status"] == "failed"

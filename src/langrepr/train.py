@@ -241,6 +241,12 @@ def train(cfg: DictConfig, output_dir: str | Path) -> dict:
                 write_record(output_dir / "metrics.json", record)
             except OSError:
                 pass                                     # e.g. the disk is full: the original error says so
+            if type(err).__name__ == "SIGTERMException":
+                # Lightning turns SIGTERM (a scheduler's stop, `kill`) into a SystemExit with no code: the process
+                # then exited 0 although the cell did not finish; a stopped cell exits as a killed process does
+                print(f"error: {output_dir} was stopped by SIGTERM before it finished; rerun the same command with "
+                      "ckpt_path=auto to resume from its last checkpoint", file=sys.stderr)
+                raise SystemExit(128 + 15) from None
             raise
 
 
