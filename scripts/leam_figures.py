@@ -3,6 +3,9 @@
 - Fig. 2(a) `leam_fig2a_accuracy_vs_iterations.<profile>.png`: validation accuracy against training iterations,
   LEAM vs the baselines, from the Lightning CSV logs (`csv/metrics.csv`) of the Table 2 cells (mean over seeds,
   min-max band); the bag-of-words reference as a line (it has no iterations).
+- Fig. 2(b) `leam_fig2b_accuracy_vs_labelled_fraction.<profile>.png` (and `.json`, the points): test accuracy
+  against the share of labelled training rows, per model (mean +- std over seeds), from the `leam_figure2b` cells
+  (`dataset.datamodule.label_fraction`) and, for 100%, Table 2's cells of the same models; the majority class dashed.
 - Fig. 2(c) `leam_fig2c_accuracy_vs_window.<profile>.png`: LEAM's test accuracy against the window 2r+1, from the
   `metrics.json` of the Table 3 cells (mean +- std over seeds).
 - Fig. 3 `leam_fig3_embeddings.<profile>.png`: (a) cosine of each class's mean document vector z (eq. 6) with
@@ -14,7 +17,7 @@
 Every figure names its profile, seeds and the commits of the runs it reads. Written to `<outputs>/figures/`, where
 `make report` picks the PNGs up.
 
-    python scripts/leam_figures.py [--outputs outputs] [--profile quick] [--figures fig2a,fig2c,fig3,fig4]
+    python scripts/leam_figures.py [--outputs outputs] [--profile quick] [--figures fig2a,fig2b,fig2c,fig3,fig4]
                                    [--run <a LEAM run dir for figs. 3-4>] [--docs 8]
 """
 
@@ -40,9 +43,9 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from langrepr.errors import UserError  # noqa: E402
 from langrepr.models.leam import LEAM  # noqa: E402
-from langrepr.utils import PROJECT_ROOT, write_text_atomic  # noqa: E402
+from langrepr.utils import PROJECT_ROOT, write_json_atomic, write_text_atomic  # noqa: E402
 
-FIGURES = ("fig2a", "fig2c", "fig3", "fig4")
+FIGURES = ("fig2a", "fig2b", "fig2c", "fig3", "fig4")
 LEAM_RUN = "dataset=ag_news,model=leam,seed=1"   # Table 2's LEAM cell that figs. 3-4 read by default
 # Fig. 2(a) lines: model choice -> label (the Table 2 rows that train by iterations), drawn in this order
 CURVES = {"leam": "LEAM (paper eqs.)", "leam_code": "LEAM (code variant)", "leam_linear": "LEAM-linear",
@@ -119,6 +122,69 @@ def fig2a(table2: Path, out: Path, profile: str) -> Path:
     ax.grid(alpha=0.3)
     fig.text(0.01, -0.04, stamp(used, profile), fontsize=6.5, color="dimgray")
     return save(fig, out / f"leam_fig2a_accuracy_vs_iterations.{profile}.png")
+
+
+# Fig. 2(b) lines: model choice -> label, drawn in this order (the rows of conf/experiment/leam_figure2b.yaml)
+FRACTION_LINES = {"leam_glove": "LEAM + GloVe", "leam": "LEAM (random init)", "swem_avg": "SWEM-avg",
+                  "kim_cnn": "CNN (Kim 2014)"}
+
+
+def fig2b(fig2b_runs: Path, table2: Path, out: Path, profile: str) -> Path:
+    """Test accuracy against the labelled share of the training rows (log axis), mean +- std over seeds.
+
+    Fractions from the `leam_figure2b` cells' `dataset.datamodule.label_fraction`; 100% from the Table 2 cells of the
+    same models (the same budget). The points are written beside the PNG as JSON (what the figure shows).
+    """
+    acc: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+    used = []
+    sources = [(fig2b_runs, None)] + ([(table2, 1.0)] if table2.is_dir() else [])
+    for root, fixed in sources:
+        for run, meta in finished_runs(root):
+            model = meta.get("choices", {}).get("model")
+            value = meta.get("metrics", {}).get("test/test/acc")
+            if model not in (*FRACTION_LINES, "majority_class") or value is None:
+                continue
+            fraction = fixed
+            if fraction is None:
+                config = OmegaConf.load(run / "config_resolved.yaml") if (run / "config_resolved.yaml").is_file() else {}
+                fraction = OmegaConf.select(config, "dataset.datamodule.label_fraction") if config else None
+            if fraction is None:
+                continue
+            acc[model][float(fraction)].append(100 * value)
+            used.append(meta)
+    if not any(m in acc for m in FRACTION_LINES):
+        raise UserError(f"no run under {fig2b_runs} has dataset.datamodule.label_fraction and test/test/acc: run "
+                        "`make leam-figure2b` first")
+    points = {}
+    fig, ax = plt.subplots(figsize=(6.8, 4.4))
+    for model in (m for m in FRACTION_LINES if m in acc):
+        fractions = sorted(acc[model])
+        means = [statistics.fmean(acc[model][f]) for f in fractions]
+        stds = [statistics.stdev(acc[model][f]) if len(acc[model][f]) > 1 else 0.0 for f in fractions]
+        style = {"lw": 2.6, "color": "black", "zorder": 5} if model == "leam_glove" else {"lw": 1.4}
+        ax.errorbar([100 * f for f in fractions], means, yerr=stds, marker="o", ms=4, capsize=3,
+                    label=FRACTION_LINES[model], **style)
+        points[FRACTION_LINES[model]] = [{"fraction": f, "mean": round(m, 3), "std": round(s, 3), "n": len(acc[model][f])}
+                                         for f, m, s in zip(fractions, means, stds)]
+    if "majority_class" in acc:
+        fractions = sorted(acc["majority_class"])
+        ax.plot([100 * f for f in fractions], [statistics.fmean(acc["majority_class"][f]) for f in fractions],
+                color="dimgray", ls="--", lw=1, label="majority class (floor)")
+        points["Majority class"] = [{"fraction": f, "mean": round(statistics.fmean(acc["majority_class"][f]), 3),
+                                     "n": len(acc["majority_class"][f])} for f in fractions]
+    ax.set_xscale("log")
+    ticks = sorted({f for m in acc.values() for f in m})
+    ax.set_xticks([100 * f for f in ticks], [f"{100 * f:g}%" for f in ticks])
+    ax.set_xlabel("labelled share of the training rows")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title("LEAM Fig. 2(b): accuracy against the proportion of labelled data (error bars: std over seeds)",
+                 fontsize=9)
+    ax.legend(fontsize=7.5, loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.text(0.01, -0.04, stamp(used, profile), fontsize=6.5, color="dimgray")
+    path = save(fig, out / f"leam_fig2b_accuracy_vs_labelled_fraction.{profile}.png")
+    write_json_atomic(path.with_suffix(".json"), {"profile": profile, "metric": "test accuracy (%)", "lines": points})
+    return path
 
 
 def fig2c(table3: Path, out: Path, profile: str) -> Path:
@@ -284,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if name == "fig2a":
                 path = fig2a(runs / "leam_table2", out, args.profile)
+            elif name == "fig2b":
+                path = fig2b(runs / "leam_figure2b", runs / "leam_table2", out, args.profile)
             elif name == "fig2c":
                 path = fig2c(runs / "leam_table3", out, args.profile)
             else:

@@ -72,6 +72,11 @@ def artefacts(tmp_path) -> Path:
             curve = [(9, 0.3), (19, top - 0.1), (29, top)] + ([(39, top)] if seed == 1 else [])  # seed 1 logged more
             _cell(table2, f"dataset=ag_news,model={model},seed={seed}", model, seed, top, curve)
         _cell(table2, f"dataset=ag_news,model=bow_lr,seed={seed}", "bow_lr", seed, 0.85)
+        _cell(table2, f"dataset=ag_news,model=leam_glove,seed={seed}", "leam_glove", seed, 0.92)
+        for fraction in (0.001, 0.01):                      # Fig. 2(b): its 100% point is the Table 2 cell above
+            for model, acc in (("leam_glove", 0.5 + 10 * fraction), ("swem_avg", 0.4), ("majority_class", 0.25)):
+                _cell(outputs / "quick" / "leam_figure2b", f"dataset=ag_news,label_fraction={fraction},model={model},"
+                      f"seed={seed}", model, seed, acc, config={"dataset": {"datamodule": {"label_fraction": fraction}}})
         for window in (1, 3, 5):
             _cell(table3, f"dataset=ag_news,leam_window={window},model=leam,seed={seed}", "leam", seed,
                   0.8 + 0.01 * window, config={"model": {"net": {"window": window}}})
@@ -88,10 +93,15 @@ def test_make_leam_figures_renders_every_figure_from_run_artefacts(artefacts, tm
                             timeout=300)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     figures = artefacts / "figures"
-    for name in ("leam_fig2a_accuracy_vs_iterations", "leam_fig2c_accuracy_vs_window", "leam_fig3_embeddings"):
+    for name in ("leam_fig2a_accuracy_vs_iterations", "leam_fig2b_accuracy_vs_labelled_fraction",
+                 "leam_fig2c_accuracy_vs_window", "leam_fig3_embeddings"):
         png = figures / f"{name}.quick.png"
         assert png.read_bytes()[:8] == PNG_MAGIC, name
         assert png.stat().st_size > 10_000, name   # drawn, not an empty canvas
+    points = json.loads((figures / "leam_fig2b_accuracy_vs_labelled_fraction.quick.json").read_text())["lines"]
+    assert [(p["fraction"], p["mean"], p["n"]) for p in points["LEAM + GloVe"]] == [(0.001, 51.0, 2), (0.01, 60.0, 2),
+                                                                                  (1.0, 92.0, 2)]
+    assert [p["fraction"] for p in points["SWEM-avg"]] == [0.001, 0.01, 1.0]
     page = (figures / "leam_fig4_attention.quick.html").read_text()
     assert page.count("<p><b>true:") == 3 and "seed 1 · commit abc1234" in page
 

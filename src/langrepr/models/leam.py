@@ -190,6 +190,8 @@ class WordEmbedding(nn.Embedding):
 
 
 # --------------------------------------------------------------------------- the model
+WORD_INITS = ("datamodule", "trained_glove")
+
 class LEAM(nn.Module):
     """LEAM text classifier: ``(input_ids, attention_mask) -> logits (B, K)``.
 
@@ -203,13 +205,21 @@ class LEAM(nn.Module):
         max_length: the datamodule's truncation length, to reject a window longer than the text.
         init_scale: word vectors U(-s, s) when no GloVe file. glove_path: a local GloVe text file.
             It is read in `prepare_embeddings`, once the datamodule's vocabulary exists.
+        word_init: where the word vectors (and through the class names, the label vectors) start:
+            ``datamodule`` (the datamodule's `word_vectors` file when it has one, else U(-s, s)) or
+            ``trained_glove`` (GloVe trained here on the training split, `glove` its settings; the task asks the
+            datamodule for it before training). glove: settings of that GloVe (`word_vectors.GLOVE_DEFAULTS`).
     """
 
     def __init__(self, vocab_size: int, num_labels: int, hidden_size: int = 300, window: int = 55,
                  conv: str = "depthwise", num_layers: int = 1, intermediate_size: int = 300, dropout: float = 0.5,
                  label_penalty: float = 1.0, max_length: int | None = None, init_scale: float = 0.001,
-                 glove_path: str | None = None, pad_id: int = 0):
+                 glove_path: str | None = None, pad_id: int = 0, word_init: str = "datamodule",
+                 glove: dict | None = None):
         super().__init__()
+        if word_init not in WORD_INITS:
+            raise UserError(f"model.net.word_init must be one of {', '.join(WORD_INITS)}, got {word_init!r}")
+        self.word_init, self.glove = word_init, dict(glove or {})
         if conv not in CONVS:
             raise UserError(f"model.net.conv must be one of {', '.join(CONVS)}, got {conv!r}")
         if window < 1 or window % 2 == 0:

@@ -33,6 +33,8 @@ class _LabelRegularised:
             # GloVe rows and class-name label init; a resumed run then loads its trained weights over these
             tokenizer = getattr(datamodule, "tokenizer", None)
             vectors = getattr(datamodule, "word_vectors_file", None)   # dataset.datamodule.word_vectors (GloVe)
+            if getattr(self.net, "word_init", None) == "trained_glove":   # GloVe trained here on the training split
+                vectors = datamodule.trained_word_vectors(self.net.glove, self.net.embedding.embedding_dim)
             if vectors is not None and hasattr(self.net, "glove_path"):
                 self.net.glove_path = str(vectors)
             prepare(getattr(tokenizer, "vocab", None), getattr(datamodule, "label_word_ids", None))

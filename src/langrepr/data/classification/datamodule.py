@@ -25,7 +25,7 @@ from langrepr.data.classification.sources import (
     stratified_split,
 )
 from langrepr.data.classification.vocab import WordTokenizer
-from langrepr.data.classification.word_vectors import word_vectors_for
+from langrepr.data.classification.word_vectors import trained_glove, word_vectors_for
 from langrepr.data.loaders import SplitLoaders, batch_loader
 from langrepr.errors import UserError
 
@@ -70,6 +70,10 @@ class TextClassificationDataModule(SplitLoaders, pl.LightningDataModule):
             stated fallback, one log line), a GloVe .txt / .zip, or hub:<owner>/<repo>/<file>. After setup,
             `word_vectors_file` is the GloVe-format file of the vocabulary's rows (None without), which the
             LEAM task hands to its net. word_vector_dim: their width (LEAM: 300, the paper's).
+        label_fraction: keep this share of the training rows (LEAM Fig. 2(b): accuracy against the proportion of
+            labelled data), drawn uniformly at random with the run's `seed` after the vocabulary is built on the
+            whole training split, as the official code's ``part_data`` (its draw is unseeded, so it varies by run);
+            at least one row. Validation and test are untouched. None = all rows.
     """
 
     val_split = "val"
@@ -80,7 +84,7 @@ class TextClassificationDataModule(SplitLoaders, pl.LightningDataModule):
                  max_train_samples: int | None = None, max_eval_samples: int | None = None,
                  multilabel: bool = False, seed: int = 0, cache_dir: str | None = None,
                  source_options: dict[str, Any] | None = None, word_vectors: str | None = None,
-                 word_vector_dim: int = 300):
+                 word_vector_dim: int = 300, label_fraction: float | None = None):
         super().__init__()
         if tokenizer is None:
             raise UserError("TextClassificationDataModule needs a tokenizer: set model.tokenizer (train.py passes it in)")
@@ -92,10 +96,15 @@ class TextClassificationDataModule(SplitLoaders, pl.LightningDataModule):
         self.source_options = dict(source_options or {})
         self.word_vectors, self.word_vector_dim = word_vectors, word_vector_dim
         self.word_vectors_file: Path | None = None
+        if label_fraction is not None and not 0 < float(label_fraction) <= 1:
+            raise UserError(f"dataset.datamodule.label_fraction={label_fraction}: give a share of the training rows "
+                            "in (0, 1], e.g. 0.01 for 1%, or null for all")
+        self.label_fraction = None if label_fraction is None else float(label_fraction)
         self.test_splits = ["test"]
         self.data_info: dict[str, Any] = {}
         self.label_word_ids: list[list[int]] | None = None
         self._splits: dict[str, _Split] = {}
+        self._unlabelled_train: list[str] | None = None
         self.num_labels = 0
 
     # --- what train.py and the task read ---------------------------------------------------
@@ -177,7 +186,6 @@ class TextClassificationDataModule(SplitLoaders, pl.LightningDataModule):
             if not texts:
                 raise UserError(f"split {name!r} of {self.name} is empty: raise dataset.datamodule.max_*_samples "
                                 "or check the data folder")
-        labels_all = splits["train"][1]
         self.num_labels = len(codes) if codes is not None else int(max(max(s[1]) for s in splits.values())) + 1
         if self.class_names is not None and len(self.class_names) != self.num_labels:
             raise UserError(f"{len(self.class_names)} class names for {self.num_labels} labels in {self.name}: "
@@ -186,10 +194,18 @@ class TextClassificationDataModule(SplitLoaders, pl.LightningDataModule):
         self.tokenizer.prepare(splits["train"][0], Path(self.cache_dir) / "vocab" if self.cache_dir else None)
         if names is not None and self.class_names is not None:
             self.label_word_ids = self.tokenizer.name_ids(names)
+        if self.label_fraction is not None and self.label_fraction < 1:
+            texts, labels = splits["train"]
+            self._unlabelled_train = texts
+            n = max(1, int(len(texts) * self.label_fraction))
+            keep = np.sort(np.random.default_rng(self.seed).choice(len(texts), n, replace=False))
+            splits["train"] = ([texts[i] for i in keep], [labels[i] for i in keep])
+            log.info("%s: %d of %d training rows labelled (label_fraction %g)", self.name, n, len(texts),
+                     self.label_fraction)
         self._raw = splits
         self._splits = {n: _Split(self.tokenizer.encode(t)["input_ids"].numpy(), labs, self.num_labels, self.multilabel)
                         for n, (t, labs) in splits.items()}
-        counts = np.bincount(np.asarray(labels_all), minlength=self.num_labels) if not self.multilabel else None
+        counts = np.bincount(np.asarray(splits["train"][1]), minlength=self.num_labels) if not self.multilabel else None
         self.data_info = {**info, "name": self.name, "num_labels": self.num_labels,
                           "vocab_size": self.tokenizer.vocab_size, "max_length": self.tokenizer.max_length,
                           "rows": {n: len(s) for n, s in self._splits.items()},
@@ -202,6 +218,20 @@ class TextClassificationDataModule(SplitLoaders, pl.LightningDataModule):
         self.word_vectors_file, vectors_info = word_vectors_for(self.word_vectors, vocab, self.word_vector_dim, out)
         self.data_info.update(vectors_info)
         log.info("%s: %s (%s)", self.name, self.data_info["rows"], info["split"])
+
+    def trained_word_vectors(self, spec: dict | None, dim: int) -> Path:
+        """GloVe trained on the training split's texts (never validation or test), cached; its GloVe-format file.
+
+        With `label_fraction`, the unlabelled rest of the training split counts too: GloVe needs no labels, and
+        the official code's partial-label runs keep their full-data word vectors.
+        """
+        self._build()
+        texts = self._unlabelled_train if self._unlabelled_train is not None else self._raw["train"][0]
+        out = Path(self.cache_dir) / "word_vectors" if self.cache_dir else Path("outputs") / "cache" / "word_vectors"
+        path, info = trained_glove(texts, self.tokenizer.vocab, dim, out, spec,
+                                   lowercase=getattr(self.tokenizer, "lowercase", True))
+        self.data_info.update(info)
+        return path
 
     # --- loaders ----------------------------------------------------------------------------
     def _loader(self, name: str, shuffle: bool) -> DataLoader:
