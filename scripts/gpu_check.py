@@ -17,7 +17,7 @@ copies of that cell's bare loop in separate processes sharing the device (`packi
 that would pass the time budget is recorded as skipped; `--skip` leaves parts out.
 
     python scripts/gpu_check.py                      # on a GPU, < 5 min; writes docs/gpu/gpu_check_<gpu>.json
-    python scripts/gpu_check.py --device cpu --small # the same code at tiny widths (tests/test_gpu_check.py)
+    python scripts/gpu_check.py --device cpu --small # the same code at tiny widths (tests/framework/test_gpu_check.py)
 
 `python -m langrepr.plan` then projects GPU time at the measured fp16 utilisation of each paper.
 """

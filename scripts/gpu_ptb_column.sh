@@ -10,7 +10,7 @@
 #   run(command="bash scripts/gpu_ptb_column.sh", carry=["gpu_carry"], timeout_s=600)
 # Training stops at the TOTAL_S budget (default 540 s, under the 600 s a call may run); cells resume with
 # ckpt_path=auto where their checkpoints still are. --tiny: the same path on CPU at 2 steps, 2 models, 1 seed
-# (tests/test_gpu_column.py).
+# (tests/tensorcoder/test_gpu_column.py).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 tiny=0

@@ -97,3 +97,33 @@ class WordLengthTokenizer:
         import torch
         ids = torch.tensor([[1 + len(w) % 15 for w in (t.split() + [""] * 8)[:8]] for t in texts])
         return {"input_ids": ids, "attention_mask": (ids != 0).long()}
+
+
+
+@pytest.fixture
+def own_digest_cache(tmp_path, monkeypatch):
+    """Each case its own digest cache, so no earlier test's digest of a same-named tmp file answers."""
+    monkeypatch.setenv("LANGREPR_DIGEST_CACHE", str(tmp_path / "digests.json"))
+
+
+@pytest.fixture
+def fresh_root_logger(monkeypatch):
+    """The CLIs' logging.basicConfig writes to this test's stderr, not to an earlier test's closed capture, and our
+    loggers are not left disabled by an earlier in-process Hydra run (its logging config disables existing ones)."""
+    import logging
+
+    monkeypatch.setattr(logging.root, "handlers", [])
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if name.startswith("langrepr") and isinstance(logger, logging.Logger):
+            monkeypatch.setattr(logger, "disabled", False)
+
+
+@pytest.fixture
+def ptb_root(tmp_path, monkeypatch) -> Path:
+    """A tiny PTB folder (train / valid / test) under tmp_path/data, with its own digest cache."""
+    ptb = tmp_path / "data" / "ptb"
+    ptb.mkdir(parents=True)
+    for name, n in [("ptb.train.txt", 120), ("ptb.valid.txt", 30), ("ptb.test.txt", 30)]:
+        (ptb / name).write_text("".join(f"the w{i % 13} of w{i % 7} N\n" for i in range(n)))
+    monkeypatch.setenv("LANGREPR_DIGEST_CACHE", str(tmp_path / "digests.json"))
+    return tmp_path / "data"

@@ -13,7 +13,7 @@ Left unset, both follow `SCRIPT_ONLY`: the script-only ids the readers load are 
 (with the config's folder where the repository has several configs) without a config having to say so, so a
 config written before keeps its keys (and its cells their identity). The ids the full profile loads, with the
 metadata each setting was checked against (splits, columns, licence, gated or not), are recorded in
-tests/fixtures/hub_ids.json (tests/test_hub_ids.py; docs/framework.md lists them).
+tests/fixtures/hub_ids.json (tests/framework/test_hub_ids.py; docs/framework.md lists them).
 """
 
 from __future__ import annotations

@@ -11,11 +11,11 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
+
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 PAPERS = ("ewe", "tensorcoder", "multihot", "leam", "bitcipher")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
+
 SCRIPT = ROOT / "scripts" / "check_report_browser.py"
 spec = importlib.util.spec_from_file_location("check_report_browser", SCRIPT)
 check_report_browser = importlib.util.module_from_spec(spec)

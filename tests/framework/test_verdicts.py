@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
 from langrepr import verdicts
 from langrepr.errors import UserError
 from langrepr.table_spec import TableSpec
 from langrepr.tables import build, claim_line, rejudge, render, to_markdown
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(model: str, seed: int, value: float) -> dict:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from langrepr.confpaths import group_options, option_files
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = ROOT / "conf"
 EWE_TABLES = [t for t in group_options("experiment") if t.startswith("ewe_table")]
 
 

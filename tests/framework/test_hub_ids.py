@@ -10,14 +10,13 @@ from __future__ import annotations
 import importlib
 import json
 import re
-from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
+from conftest import ROOT
 from langrepr.data.hub import PARQUET_BRANCH, SCRIPT_ONLY, load_kwargs, resolve
 
-ROOT = Path(__file__).resolve().parents[1]
 RECORD = json.loads((ROOT / "tests" / "fixtures" / "hub_ids.json").read_text())["ids"]
 READERS = [(hub_id, where) for hub_id, meta in RECORD.items() for where in meta["read_by"]]
 

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
 CELLS = ("dataset=synthetic", "model=bert_ewe", "debug=smoke", "seed=1,2")
 
 

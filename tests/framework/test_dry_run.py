@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from langrepr.confpaths import option_files
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = ROOT / "conf"
 DATA = Path(os.environ["LANGREPR_DATA_DIR"]) if os.environ.get("LANGREPR_DATA_DIR") else None
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}   # no hub in tests
 

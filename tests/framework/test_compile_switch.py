@@ -12,6 +12,7 @@ import types
 import pytest
 import pytorch_lightning as pl
 import torch
+from test_sync_free import NaNAt, causal, leam, tensorcoder_mlm, translation
 
 from conftest import fails_with
 from langrepr import cell
@@ -19,7 +20,6 @@ from langrepr.callbacks import NonFiniteGuard
 from langrepr.errors import UserError
 from langrepr.tasks import optim
 from langrepr.train import apply_step_switches, step_switches
-from test_sync_free import NaNAt, causal, leam, tensorcoder_mlm, translation
 
 SWITCHES = ("compile", "pad_to_fixed", "sync_free", "fused_optimizer", "matmul_precision")
 DEFAULTS = {"compile": "none", "pad_to_fixed": False, "sync_free": True, "fused_optimizer": True,

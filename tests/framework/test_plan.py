@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
 
+from conftest import ROOT
 from langrepr import plan
 from langrepr.plan import Workload
 
-GPU_DIR = Path(__file__).resolve().parents[1] / "docs" / "gpu"
+GPU_DIR = ROOT / "docs" / "gpu"
 H200 = json.loads((GPU_DIR / "gpu_check_nvidia_h200.json").read_text())
 PACKED = json.loads((GPU_DIR / "packed_tensorcoder_table1_ptb_nvidia_h200.json").read_text())
 

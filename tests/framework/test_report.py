@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from langrepr.report import build_report, loglog_fit, seed_band
 from langrepr.tables import main as tables_main
 
@@ -155,7 +155,7 @@ def test_committed_report_and_readme_status_rows_match_the_table_jsons():
     """Artefacts that cannot go stale: the committed report and the README status rows are those the committed
     table JSONs give today (a re-judged or re-run table whose report was not rebuilt fails here)."""
     from langrepr.report import load_tables, status_lines, summary_line
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     outputs = root / "outputs"
     readme = (root / "README.md").read_text()
     block = readme.split("<!-- generated:status -->\n", 1)[1].split("<!-- /generated:status -->", 1)[0]
@@ -298,7 +298,7 @@ def test_report_and_readme_and_docs_rebuild_byte_identical_from_the_committed_fi
     """`make report` on a clone with no new runs leaves README, docs and outputs/report/ as committed."""
     import shutil
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     copy = tmp_path / "clone"
     for part in ("outputs/tables", "outputs/report", "outputs/figures", "docs"):
         shutil.copytree(root / part, copy / part)

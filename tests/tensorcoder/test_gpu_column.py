@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
 
 
 def sh(script: str, *args: str, env: dict | None = None, timeout: int = 60) -> subprocess.CompletedProcess:

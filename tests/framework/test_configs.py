@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from pathlib import Path
 
 import pytest
 from hydra.utils import get_class, get_method, instantiate
 from omegaconf import OmegaConf
 
+from conftest import ROOT
 from langrepr.confpaths import group_options
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = ROOT / "conf"
 EXPERIMENTS = group_options("experiment")   # every config root: conf/ and conf/papers/<paper>/
 MODELS = group_options("model")
 DATASETS = group_options("dataset")

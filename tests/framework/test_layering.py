@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "langrepr"
+from conftest import ROOT
+
+SRC = ROOT / "src" / "langrepr"
 RULES = {
     "models": ("langrepr.data", "langrepr.tasks", "langrepr.pipelines", "pytorch_lightning", "lightning", "hydra",
                "langrepr.train"),

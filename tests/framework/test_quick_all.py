@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
+
 SCRIPT = ROOT / "scripts" / "quick_all.py"
 sys.path.insert(0, str(SCRIPT.parent))
 
