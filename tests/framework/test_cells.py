@@ -385,7 +385,7 @@ def test_resume_keeps_the_best_so_far_metrics(task, tmp_path, capfd, monkeypatch
 
 
 def test_every_best_tracker_of_these_tasks_is_kept():
-    """Each MinMetric/MaxMetric (and first value) a task logs is listed in its `tracked`."""
+    """Each MinMetric/MaxMetric (and first / step-0 value) a task logs is listed in its `tracked`."""
     import ast
     import inspect
 
@@ -399,7 +399,7 @@ def test_every_best_tracker_of_these_tasks_is_kept():
         source = inspect.getsource(cls)
         trackers = {t.attr for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Assign)
                     for t in ast.walk(node.targets[0]) if isinstance(t, ast.Attribute)
-                    and (t.attr.endswith("_best") or t.attr.endswith("_first"))}
+                    and t.attr.endswith(("_best", "_first", "_step0"))}
         assert trackers and trackers == set(cls.tracked), (cls.__name__, trackers, cls.tracked)
 
 
