@@ -101,3 +101,18 @@ def flip_one_byte(path: Path, old: bytes, new: bytes) -> None:
     data = path.read_bytes()
     assert old in data
     path.write_bytes(data.replace(old, new, 1))
+
+
+def write_ptb_and_multi30k(root: Path, pairs: int = 120) -> Path:
+    """A PTB-like corpus (300 / 60 / 60 lines) and a Multi30k-like En-De corpus of `pairs` captions per split."""
+    (root / "ptb").mkdir(parents=True)
+    for name, n in (("ptb.train.txt", 300), ("ptb.valid.txt", 60), ("ptb.test.txt", 60)):
+        (root / "ptb" / name).write_text("".join(f" w{i % 17} w{i % 5} <unk> N w{i % 3}\n" for i in range(n)))
+    (root / "multi30k").mkdir()
+    en = [f"a man number {i % 9} rides a {['bike', 'horse', 'car'][i % 3]} ." for i in range(pairs)]
+    de = [f"ein mann nummer {i % 9} fährt ein {['rad', 'pferd', 'auto'][i % 3]} ." for i in range(pairs)]
+    for split in ("train", "val", "test_2016_flickr"):
+        for lang, lines in (("en", en), ("de", de)):
+            with gzip.open(root / "multi30k" / f"{split}.{lang}.gz", "wt", encoding="utf-8") as fh:
+                fh.write("\n".join(lines) + "\n")
+    return root

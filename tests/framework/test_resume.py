@@ -194,20 +194,10 @@ def test_a_grid_cell_resumes_exactly_after_mid_epoch_and_epoch_end_kills(compose
 
 def write_task_data(root: Path) -> Path:
     """Tiny local copies laid out as in shared/data: PTB, Multi30k, CoNLL-2003, AG News (test.csv alone)."""
-    import gzip
 
-    from tiny_data import write_agnews_test
+    from tiny_data import write_agnews_test, write_ptb_and_multi30k
 
-    (root / "ptb").mkdir(parents=True)
-    for name, n in (("ptb.train.txt", 300), ("ptb.valid.txt", 60), ("ptb.test.txt", 60)):
-        (root / "ptb" / name).write_text("".join(f" w{i % 17} w{i % 5} <unk> N w{i % 3}\n" for i in range(n)))
-    (root / "multi30k").mkdir()
-    en = [f"a man number {i % 9} rides a {['bike', 'horse', 'car'][i % 3]} ." for i in range(60)]
-    de = [f"ein mann nummer {i % 9} fährt ein {['rad', 'pferd', 'auto'][i % 3]} ." for i in range(60)]
-    for split in ("train", "val", "test_2016_flickr"):
-        for lang, lines in (("en", en), ("de", de)):
-            with gzip.open(root / "multi30k" / f"{split}.{lang}.gz", "wt", encoding="utf-8") as fh:
-                fh.write("\n".join(lines) + "\n")
+    write_ptb_and_multi30k(root, pairs=60)
     (root / "conll2003").mkdir()
     names = [("John", "I-PER"), ("Paris", "I-LOC"), ("Reuters", "I-ORG"), ("the", "O"), ("cat", "O")]
     sentences = [[names[i % 5], ("saw", "O"), names[(i + 2) % 5], (".", "O")] for i in range(40)]

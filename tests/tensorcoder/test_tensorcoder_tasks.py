@@ -4,7 +4,6 @@ The end-to-end tests run the real experiment configs at smoke size on tiny files
 shared/data (written to tmp_path), so they need no network and no real data.
 """
 
-import gzip
 import json
 import math
 from pathlib import Path
@@ -16,6 +15,7 @@ from torch import nn
 from langrepr.lm_targets import IGNORE_INDEX, mask_tokens
 from langrepr.tasks.translation import beam_search, gnmt_length_penalty
 from langrepr.train import train
+from tiny_data import write_ptb_and_multi30k
 
 
 def test_mask_tokens_rates_and_padding():
@@ -64,17 +64,7 @@ def test_beam_search_finds_the_likelier_sequence():
 
 # ---------------------------------------------------------------- end to end on tiny shared/data-like files
 def _fake_shared_data(root: Path) -> Path:
-    (root / "ptb").mkdir(parents=True)
-    for name, n in [("ptb.train.txt", 300), ("ptb.valid.txt", 60), ("ptb.test.txt", 60)]:
-        (root / "ptb" / name).write_text("".join(f" w{i % 17} w{i % 5} <unk> N w{i % 3}\n" for i in range(n)))
-    (root / "multi30k").mkdir()
-    en = [f"a man number {i % 9} rides a {['bike', 'horse', 'car'][i % 3]} ." for i in range(120)]
-    de = [f"ein mann nummer {i % 9} fährt ein {['rad', 'pferd', 'auto'][i % 3]} ." for i in range(120)]
-    for split in ("train", "val", "test_2016_flickr"):
-        for lang, lines in (("en", en), ("de", de)):
-            with gzip.open(root / "multi30k" / f"{split}.{lang}.gz", "wt", encoding="utf-8") as fh:
-                fh.write("\n".join(lines) + "\n")
-    return root
+    return write_ptb_and_multi30k(root, pairs=120)
 
 
 @pytest.mark.parametrize(
