@@ -25,6 +25,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from langrepr import cell
+from langrepr.build import build_cell, task_kwargs  # noqa: F401  (task_kwargs: imported from here)
 from langrepr.callbacks import AtomicCheckpointIO, LastCheckpoint, NonFiniteGuard, ProgressBar
 from langrepr.confpaths import CONF_DIR, config_groups, group_options
 from langrepr.data import integrity
@@ -137,13 +138,6 @@ def parameter_counts(net: torch.nn.Module) -> dict[str, int]:
     counter = getattr(net, "embedding_parameters", None)
     return {"total": sum(p.numel() for p in net.parameters()),
             "embedding": int(counter()) if callable(counter) else 0}
-
-
-def task_kwargs(dm: Any) -> dict:
-    """Runtime values the task needs: a datamodule's `task_kwargs`, else the label count it gives the net."""
-    if hasattr(dm, "task_kwargs"):
-        return dict(dm.task_kwargs)
-    return {"num_labels": dm.net_kwargs["num_labels"]} if "num_labels" in dm.net_kwargs else {}
 
 
 def as_float(value: Any) -> float:
@@ -360,23 +354,17 @@ def run_training(cfg: DictConfig, output_dir: Path, record: dict, *, started: fl
                  meta: dict, reads: integrity.Reads) -> None:
     """Gradient cells: datamodule, net, task, loggers, callbacks and the one Trainer; fit, then test."""
     cfg, record["scale_out"] = fit_batch_to_devices(cfg)   # trainer=ddp: per-device batch × accumulation
-    tokenizer = instantiate(cfg.model.tokenizer) if cfg.model.get("tokenizer") else None
-    dm_kwargs = {"tokenizer": tokenizer} if tokenizer is not None else {}
-    dm = instantiate(cfg.dataset.datamodule, **dm_kwargs)
-    dm.prepare_data()
-    dm.setup("fit")
-    if record["data_digest"] is None:                    # generated on first use (synthetic), or not listed by
-        record["data_digest"] = cell.data_digest(cfg)     # the config: the files read so far
-        if record["data_digest"] is None and reads.files:
-            record["data_digest"] = integrity.combined_digest(reads.digests())
-        if resume and meta.get("data_digest") not in (None, record["data_digest"]):
-            raise UserError(f"checkpoint {resume} was trained on different data (digest {meta['data_digest']} -> "
-                            f"{record['data_digest']}): pass force=true to start this cell over")
-    net = instantiate(cfg.model.net, **dm.net_kwargs)
-    task = instantiate(cfg.dataset.task, net=net, optimizer=instantiate(cfg.optimizer),
-                       scheduler=instantiate(cfg.scheduler) if cfg.get("scheduler") else None,
-                       **task_kwargs(dm))
-    task.test_split_names = list(getattr(dm, "test_splits", ["test"]))
+
+    def same_data(dm: Any) -> None:
+        if record["data_digest"] is None:                    # generated on first use (synthetic), or not listed by
+            record["data_digest"] = cell.data_digest(cfg)     # the config: the files read so far
+            if record["data_digest"] is None and reads.files:
+                record["data_digest"] = integrity.combined_digest(reads.digests())
+            if resume and meta.get("data_digest") not in (None, record["data_digest"]):
+                raise UserError(f"checkpoint {resume} was trained on different data (digest {meta['data_digest']} -> "
+                                f"{record['data_digest']}): pass force=true to start this cell over")
+
+    dm, net, task = build_cell(cfg, data_ready=same_data)
     record["params"] = parameter_counts(net)
     record["data"] = {**getattr(dm, "data_info", {}), **getattr(dm, "encode_stats", {})}  # e.g. synthetic?
     if hasattr(dm, "save_label_vocab") and is_writer():
