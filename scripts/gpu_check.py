@@ -205,11 +205,8 @@ def check_cell(paper: str, row: str, overrides: list[str], small: list[str], arg
     """
     if overrides[0].split("=", 1)[1] not in group_options("experiment"):
         overrides = FALLBACK[row]      # a tree from before multihot pretraining became its own train cell
-    cfg, findings = compose_cell(["profile=full", *overrides, *(small if args.small else [])])
-    stage = stages(cfg)[0]
+    _, findings, stage, net = stage_net(overrides, small, args, device)
     batch = 2 if args.small else stage.batch
-    torch.manual_seed(0)
-    net = stage.work.build().to(device).train()
     generator = torch.Generator().manual_seed(0)
     out = {"cell": overrides, "stage": stage.name, "kind": stage.work.kind, "shape": stage.work.shape,
            "params": sum(p.numel() for p in net.parameters()), "batch": batch, "optimizer": stage.optimizer,
@@ -243,19 +240,28 @@ def check_cell(paper: str, row: str, overrides: list[str], small: list[str], arg
     return out
 
 
-def build_cell(overrides: list[str], small: list[str], args, device):
-    """(stage, network, one batch of inputs) of a cell as check_cell builds it."""
-    cfg, _ = compose_cell(["profile=full", *overrides, *(small if args.small else [])])
+def stage_net(overrides: list[str], small: list[str], args, device):
+    """(config, findings, first gradient stage, its network on `device`) of a cell, composed and built as the plan does.
+
+    `langrepr.build` composes the cell and builds the network (`Stage.work.build`), without data: the plan's
+    runtime kwargs and random inputs of the real shapes stand in for the datamodule.
+    """
+    cfg, findings = compose_cell(["profile=full", *overrides, *(small if args.small else [])])
     stage = stages(cfg)[0]
     torch.manual_seed(0)
-    net = stage.work.build().to(device).train()
+    return cfg, findings, stage, stage.work.build().to(device).train()
+
+
+def stage_batch(overrides: list[str], small: list[str], args, device):
+    """(config, stage, network, one batch of inputs) of a cell as check_cell builds it."""
+    cfg, _, stage, net = stage_net(overrides, small, args, device)
     x = stage.work.inputs(2 if args.small else stage.batch, device, torch.Generator().manual_seed(0))
     return cfg, stage, net, x
 
 
 def compile_cell(overrides: list[str], small: list[str], args, device, peak, eager: dict, budget) -> dict:
     """check_cell's fp16 loop again with the network compiled in each mode (a fresh network per cell)."""
-    _, stage, net, x = build_cell(overrides, small, args, device)
+    _, stage, net, x = stage_batch(overrides, small, args, device)
     if eager.get("oom_batches"):
         return {"skipped": "the eager run needed a smaller micro-batch (out of memory)"}
     flops = count_flops(stage.work, net, x, torch.float16, device)
@@ -350,7 +356,7 @@ def pack_worker(args) -> None:
     """One copy of `packing`: warm up, say ready, wait for the gate, time the loop, print one JSON line."""
     device = torch.device(args.device)
     _, row, overrides, small = CELLS[LOOP_CELL]
-    _, stage, net, x = build_cell(overrides, small, args, device)
+    _, stage, net, x = stage_batch(overrides, small, args, device)
     gate = Path(args.pack_worker)
     r = train_rate(stage.work, net, x, torch.float16 if device.type == "cuda" else torch.float32, device,
                    stage.optimizer, steps=10**9, warmup=args.warmup, max_s=args.pack_seconds,

@@ -21,20 +21,17 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-import langrepr.train  # noqa: F401  (registers the config resolvers)
-from langrepr.confpaths import CONF_DIR
+from langrepr.build import build_cell, compose  # noqa: F401  (build_cell: for the scripts)
+from langrepr.build import build_net as build_node
 from langrepr.utils import PROJECT_ROOT, write_json_atomic
 
 
 def build_net(model: str, overrides: list[str], num_labels: int = 1328) -> tuple[torch.nn.Module, dict]:
     """The net of `model=<model>` (with overrides) and its input shape {u, v, vocab}."""
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=[f"model={model}", *overrides])
-    kwargs = {"num_labels": num_labels}
-    net = instantiate(cfg.model.net, **kwargs)
+    cfg = compose([f"model={model}", *overrides])
+    net = build_node(cfg.model.net, num_labels=num_labels)
     tok = cfg.model.tokenizer
     return net, {"u": tok.get("u", tok.get("max_length")), "v": tok.get("v", 1),
                  "vocab": tok.get("vocab_size", 0x10FFFF if "Codepoint" in tok._target_ else 256),
@@ -162,26 +159,11 @@ def competing_process(threads: int = 1) -> Iterator[subprocess.Popen]:
 
 
 # ---------------------------------------------------------------- a real table cell, built as train.py builds it
+# (langrepr.build.build_cell, imported above, builds its datamodule, net and task)
 
 def compose_cell(overrides: list[str]) -> Any:
     """The composed config of one cell (`experiment=… profile=… model=…`), as `python -m langrepr.train` sees it."""
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("train", overrides=overrides)
-
-
-def build_cell(cfg: Any) -> tuple[Any, torch.nn.Module, Any]:
-    """(datamodule after setup("fit"), net, task) exactly as `langrepr.train.run_cell` builds them."""
-    from langrepr.train import task_kwargs
-
-    tokenizer = instantiate(cfg.model.tokenizer) if cfg.model.get("tokenizer") else None
-    dm = instantiate(cfg.dataset.datamodule, **({"tokenizer": tokenizer} if tokenizer is not None else {}))
-    dm.prepare_data()
-    dm.setup("fit")
-    net = instantiate(cfg.model.net, **dm.net_kwargs)
-    task = instantiate(cfg.dataset.task, net=net, optimizer=instantiate(cfg.optimizer),
-                       scheduler=instantiate(cfg.scheduler) if cfg.get("scheduler") else None, **task_kwargs(dm))
-    task.test_split_names = list(getattr(dm, "test_splits", ["test"]))
-    return dm, net, task
+    return compose(overrides)
 
 
 class StepClock(pl.Callback):

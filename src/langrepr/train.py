@@ -2,12 +2,14 @@
 
 `train(cfg, output_dir)` is a plain function (tests and `evaluate` reuse it); `main()` is the thin Hydra
 shell around it that turns `UserError` into one line and exit code 2.
+
+The precision and training-step switches live in `langrepr.switches`, the command line's own checks and the
+errors a user can act on in `langrepr.train_cli`, the cell's datamodule, net and task in `langrepr.build`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import math
 import os
@@ -20,130 +22,47 @@ from typing import Any
 import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from langrepr import cell
-from langrepr.callbacks import AtomicCheckpointIO, LastCheckpoint, NonFiniteGuard, ProgressBar
-from langrepr.confpaths import CONF_DIR, config_groups, group_options
+from langrepr.build import build_cell, task_kwargs  # noqa: F401  (task_kwargs: imported from here)
+from langrepr.callbacks import AtomicCheckpointIO, LastCheckpoint, NonFiniteGuard
+from langrepr.confpaths import CONF_DIR
 from langrepr.data import integrity
-from langrepr.errors import Diverged, UserError, one_line, unknown_choice, write_failure
+from langrepr.errors import Diverged, UserError, one_line
 from langrepr.metric_versions import METRIC_VERSIONS
 from langrepr.pipelines.bitcipher.warm_start import CipherWarmStart
 from langrepr.scale_out import FailedCell, fit_batch_to_devices, is_writer, write_record
+from langrepr.switches import (  # noqa: F401
+    COMPILE_MODES,
+    MATMUL_PRECISIONS,
+    apply_step_switches,
+    cpu_has_bf16,
+    precision_ran,
+    resolve_precision,
+    step_switches,
+)
+from langrepr.train_cli import (  # noqa: F401
+    CONFIG_GROUPS,
+    HUB_ERRORS,
+    _causes,
+    _target_of,
+    check_group_choices,
+    check_options,
+    hydra_options,
+    user_message,
+)
 from langrepr.utils import git_commit, package_versions, write_text_atomic
 from langrepr.validation import canonical_overrides, check_command_line, setting_key, validate_config
 
 log = logging.getLogger("langrepr.train")
-
-# every config group a command line may choose (the grid's input / encoder / grid_task included); hydra/* is Hydra's
-CONFIG_GROUPS = tuple(g for g in config_groups() if g != "hydra")
-
-
-# ---------------------------------------------------------------- helpers
-
-def cpu_has_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
-    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX); elsewhere bf16 autocast is emulated and slow."""
-    try:
-        flags = Path(cpuinfo).read_text()
-    except OSError:
-        return False
-    return any(flag in flags.split() for flag in ("avx512_bf16", "amx_bf16"))
-
-
-def resolve_precision(trainer_cfg: DictConfig, cpuinfo: str = "/proc/cpuinfo") -> DictConfig:
-    """fp16 as in the papers when CUDA exists; otherwise fp32 on CPU, said out loud.
-
-    bf16 (`trainer.precision=bf16-mixed`) runs on a CPU that has AVX512-BF16 or AMX (measured 1.3-2.5x faster per
-    BERT step at widths 96-768, slower at d_model 64: see docs/framework.md); on one without, it falls back to fp32
-    with one log line.
-    """
-    precision = str(trainer_cfg.get("precision", "32"))
-    if torch.cuda.is_available():
-        return trainer_cfg
-    if precision.startswith("16"):
-        log.warning("fp16 (trainer.precision=%s) needs a CUDA GPU and none was found: this run uses fp32 on "
-                    "CPU (metrics.json: precision 32-true, precision_requested %s). Pass trainer=cpu to choose "
-                    "this explicitly.", precision, precision)
-        trainer_cfg = OmegaConf.merge(trainer_cfg, {"precision": "32-true", "accelerator": "cpu"})
-    elif precision.startswith("bf16") and not cpu_has_bf16(cpuinfo):
-        log.warning("bf16 (trainer.precision=%s) needs a CPU with AVX512-BF16 or AMX and this one has neither: "
-                    "this run uses fp32.", precision)
-        trainer_cfg = OmegaConf.merge(trainer_cfg, {"precision": "32-true"})
-    return trainer_cfg
-
-
-def precision_ran(requested: Any, trainer: Any) -> dict[str, str]:
-    """What metrics.json says about precision: the one that ran, and the one asked for when that differs.
-
-    `trainer.precision=16-mixed` on a CPU runs fp32; the folder and config_resolved.yaml keep what was asked
-    (they address the command, on any machine), the record says what ran (issue 33 finding 10).
-    """
-    unified = {"16": "16-mixed", "bf16": "bf16-mixed", "32": "32-true", "64": "64-true"}
-    asked = unified.get(str(requested), str(requested))
-    ran = str(getattr(trainer, "precision", asked))
-    return {"precision": ran} if ran == asked or requested is None else {"precision": ran, "precision_requested": asked}
-
-
-# ---------------------------------------------------------------- training-step switches (docs/framework.md)
-
-COMPILE_MODES = ("none", "default", "reduce-overhead")
-MATMUL_PRECISIONS = ("highest", "high", "medium")
-
-
-def step_switches(cfg: DictConfig) -> dict[str, Any]:
-    """The training-step switches of conf/train.yaml, checked (one line for a bad value).
-
-    They change how fast a step runs, not what it computes (each has a CPU equivalence test), so they are not
-    part of a cell's identity (`cell.NOT_IDENTITY`); the record keeps them (`step_switches` in metrics.json).
-    """
-    switches = {"compile": cfg.get("compile") or "none", "sync_free": cfg.get("sync_free", True),
-                "pad_to_fixed": cfg.get("pad_to_fixed", False), "fused_optimizer": cfg.get("fused_optimizer", True),
-                "matmul_precision": cfg.get("matmul_precision", "high")}
-    if switches["compile"] not in COMPILE_MODES:
-        raise UserError(f"compile={switches['compile']}: choose one of {', '.join(COMPILE_MODES)}")
-    if switches["matmul_precision"] not in MATMUL_PRECISIONS:
-        raise UserError(f"matmul_precision={switches['matmul_precision']}: choose one of "
-                        f"{', '.join(MATMUL_PRECISIONS)}")
-    for key in ("sync_free", "pad_to_fixed", "fused_optimizer"):
-        if not isinstance(switches[key], bool):
-            raise UserError(f"{key}={switches[key]}: choose true or false")
-    return switches
-
-
-def apply_step_switches(switches: dict[str, Any], dm: Any, task: Any, callbacks: list) -> None:
-    """Hand the switches to the objects they act on (before fit; the datamodule before its first loader)."""
-    if switches["pad_to_fixed"]:
-        if hasattr(dm, "pad_to_fixed"):
-            dm.pad_to_fixed = True
-        else:
-            log.info("pad_to_fixed: %s has no such switch (its batches keep their shapes)", type(dm).__name__)
-    if not switches["sync_free"]:
-        for cb in callbacks:
-            if isinstance(cb, (NonFiniteGuard, ProgressBar)) and cb.every_n_steps is None:
-                cb.every_n_steps = 1                          # as before issue 32: read back every step
-        if hasattr(task, "sync_free"):
-            task.sync_free = False
-    task.fused_optimizer = switches["fused_optimizer"]        # tasks/optim.configure: only when all on CUDA
-    if switches["matmul_precision"] != "highest" and torch.cuda.is_available():
-        torch.set_float32_matmul_precision(switches["matmul_precision"])   # TF32 for fp32 matmuls on tensor cores
-    if switches["compile"] != "none":
-        # in place (nn.Module.compile): the state_dict keys, hence checkpoints, stay those of the eager net
-        task.net.compile(mode=switches["compile"])
 
 
 def parameter_counts(net: torch.nn.Module) -> dict[str, int]:
     counter = getattr(net, "embedding_parameters", None)
     return {"total": sum(p.numel() for p in net.parameters()),
             "embedding": int(counter()) if callable(counter) else 0}
-
-
-def task_kwargs(dm: Any) -> dict:
-    """Runtime values the task needs: a datamodule's `task_kwargs`, else the label count it gives the net."""
-    if hasattr(dm, "task_kwargs"):
-        return dict(dm.task_kwargs)
-    return {"num_labels": dm.net_kwargs["num_labels"]} if "num_labels" in dm.net_kwargs else {}
 
 
 def as_float(value: Any) -> float:
@@ -366,23 +285,17 @@ def run_training(cfg: DictConfig, output_dir: Path, record: dict, *, started: fl
                  meta: dict, reads: integrity.Reads) -> None:
     """Gradient cells: datamodule, net, task, loggers, callbacks and the one Trainer; fit, then test."""
     cfg, record["scale_out"] = fit_batch_to_devices(cfg)   # trainer=ddp: per-device batch × accumulation
-    tokenizer = instantiate(cfg.model.tokenizer) if cfg.model.get("tokenizer") else None
-    dm_kwargs = {"tokenizer": tokenizer} if tokenizer is not None else {}
-    dm = instantiate(cfg.dataset.datamodule, **dm_kwargs)
-    dm.prepare_data()
-    dm.setup("fit")
-    if record["data_digest"] is None:                    # generated on first use (synthetic), or not listed by
-        record["data_digest"] = cell.data_digest(cfg)     # the config: the files read so far
-        if record["data_digest"] is None and reads.files:
-            record["data_digest"] = integrity.combined_digest(reads.digests())
-        if resume and meta.get("data_digest") not in (None, record["data_digest"]):
-            raise UserError(f"checkpoint {resume} was trained on different data (digest {meta['data_digest']} -> "
-                            f"{record['data_digest']}): pass force=true to start this cell over")
-    net = instantiate(cfg.model.net, **dm.net_kwargs)
-    task = instantiate(cfg.dataset.task, net=net, optimizer=instantiate(cfg.optimizer),
-                       scheduler=instantiate(cfg.scheduler) if cfg.get("scheduler") else None,
-                       **task_kwargs(dm))
-    task.test_split_names = list(getattr(dm, "test_splits", ["test"]))
+
+    def same_data(dm: Any) -> None:
+        if record["data_digest"] is None:                    # generated on first use (synthetic), or not listed by
+            record["data_digest"] = cell.data_digest(cfg)     # the config: the files read so far
+            if record["data_digest"] is None and reads.files:
+                record["data_digest"] = integrity.combined_digest(reads.digests())
+            if resume and meta.get("data_digest") not in (None, record["data_digest"]):
+                raise UserError(f"checkpoint {resume} was trained on different data (digest {meta['data_digest']} -> "
+                                f"{record['data_digest']}): pass force=true to start this cell over")
+
+    dm, net, task = build_cell(cfg, data_ready=same_data)
     record["params"] = parameter_counts(net)
     record["data"] = {**getattr(dm, "data_info", {}), **getattr(dm, "encode_stats", {})}  # e.g. synthetic?
     if hasattr(dm, "save_label_vocab") and is_writer():
@@ -445,95 +358,7 @@ def log_hyperparams(loggers: list, params: dict) -> None:
                             "(`wandb login`) or run offline with WANDB_MODE=offline") from None
 
 
-# ---------------------------------------------------------------- CLI
-
-def check_group_choices(argv: list[str]) -> None:
-    """Catch `model=no_such_model` before Hydra does, with one line that lists the valid choices."""
-    for arg in argv:
-        key, sep, value = arg.lstrip("+~").partition("=")
-        if not sep or key not in CONFIG_GROUPS or value in ("", "null"):
-            continue
-        options = group_options(key)
-        for choice in value.split(","):
-            if choice.startswith(("glob(", "choice(", "range(")):
-                continue
-            if choice not in options:
-                raise UserError(unknown_choice(key, choice, options))
-
-
 FAILED_CELLS: list[str] = []   # a multirun records failed cells here and goes on with the others
-# exceptions of requests / huggingface_hub that mean "the hub is not reachable" without subclassing ConnectionError
-HUB_ERRORS = frozenset({"OfflineModeIsEnabled", "ConnectTimeout", "ConnectionError", "LocalEntryNotFoundError"})
-
-
-def hydra_options() -> frozenset[str]:
-    """The --options Hydra's own command line takes (--help, --cfg, -m, ...)."""
-    try:
-        from hydra._internal.utils import get_args_parser
-
-        return frozenset(get_args_parser()._option_string_actions)
-    except Exception:  # noqa: BLE001  (a private API: fall back to Hydra 1.3's list)
-        return frozenset({"--cfg", "--config-dir", "--config-name", "--config-path", "--experimental-rerun", "--help",
-                          "--hydra-help", "--info", "--multirun", "--package", "--resolve", "--run",
-                          "--shell-completion", "--version", "-c", "-cd", "-cn", "-cp", "-h", "-i", "-m", "-p", "-r",
-                          "-sc"})
-
-
-def check_options(argv: list[str]) -> None:
-    """`--profile quick` is not how this command takes settings: say `profile=quick` (issue 21 c22)."""
-    known = hydra_options()
-    for i, arg in enumerate(argv):
-        name, eq, value = arg.partition("=")
-        if not arg.startswith("-") or name in known or arg == "-" or arg[1:2].isdigit():
-            continue
-        key = name.lstrip("-")
-        if not eq and i + 1 < len(argv) and not argv[i + 1].startswith("-") and "=" not in argv[i + 1]:
-            value = argv[i + 1]
-        raise UserError(f"unknown option '{name}': this command takes key=value overrides, not --options: write "
-                        f"{key}={value or '<value>'} (`python -m langrepr.train --help` lists Hydra's own options)")
-
-
-def _causes(err: BaseException) -> list[BaseException]:
-    """The error and what it was raised from (`raise ... from`), outermost first; not what it was raised *during*."""
-    seen: list[BaseException] = []
-    while err is not None and all(err is not s for s in seen):
-        seen.append(err)
-        err = err.__cause__
-    return seen
-
-
-def _target_of(err: BaseException) -> str:
-    """The `_target_` a Hydra InstantiationException names ("Error in call to target 'x.y'"), else 'this cell'."""
-    found = re.search(r"target '([^']+)'", str(err))
-    return found.group(1) if found else "this cell"
-
-
-def user_message(err: BaseException) -> str | None:
-    """The one line for errors a user can act on; None for bugs (those keep their traceback)."""
-    if isinstance(err, UserError):
-        return str(err)
-    if isinstance(err, InstantiationException) and isinstance(err.__cause__, (ValueError, UserError)):
-        return str(err.__cause__)   # a constructor rejected a config value; its message names the key
-    chain = _causes(err)
-    missing = next((e for e in chain if isinstance(e, ModuleNotFoundError) and e.name), None)
-    if missing is not None:        # e.g. kiwipiepy without its model package (issue 21 X23)
-        return (f"{_target_of(err)} needs the Python module '{missing.name}', which is not installed: "
-                f"pip install {missing.name.split('.')[0]} (`make install` installs the project's dependencies)")
-    offline = next((e for e in chain if isinstance(e, ConnectionError) or type(e).__name__ in HUB_ERRORS), None)
-    if offline is not None:        # a hub download with no network or HF_*_OFFLINE=1 (issue 21 X25)
-        return (f"{_target_of(err)} could not reach the Hugging Face Hub ({type(offline).__name__}: "
-                f"{' '.join(str(offline).split())[:120]}): go online (unset HF_HUB_OFFLINE and HF_DATASETS_OFFLINE), "
-                "or point the cell's data settings at local copies (LANGREPR_DATA_DIR)")
-    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
-        return (f"cannot write {err.filename or 'the output'}: {err.strerror}; free disk space or point "
-                "paths.output_root at a writable folder (completed files were written atomically)")
-    failed = write_failure(err)   # e.g. torch.save of a data cache on a full disk: a RuntimeError around the OSError
-    if failed:
-        return (f"a write failed: {failed}; free disk space or point paths.output_root / paths.cache_dir at a "
-                "writable folder, then rerun with ckpt_path=auto (completed files were written atomically)")
-    return None
-
-
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
 def _hydra_main(cfg: DictConfig) -> FailedCell | None:
     from hydra.types import RunMode

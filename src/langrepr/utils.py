@@ -1,4 +1,4 @@
-"""Small run-bookkeeping helpers shared by train.py and tables.py: atomic JSON, git commit, versions."""
+"""Small run-bookkeeping helpers shared by training and rendering (langrepr.tables): atomic JSON, git commit, versions."""
 
 from __future__ import annotations
 

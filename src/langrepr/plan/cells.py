@@ -7,6 +7,7 @@ import math
 import re
 from typing import Any
 
+from langrepr.build import compose
 from langrepr.plan.facts import (
     COOCCURRENCE_TOKENS_PER_CPU_S,
     DATASET_DOWNLOAD,
@@ -29,19 +30,6 @@ def sweep_cells(experiment: str, profile: str, extra: list[str] = ()) -> list[li
     overrides = OverridesParser.create().parse_overrides(params + [f"experiment={experiment}", f"profile={profile}",
                                                                    *extra])
     return BasicSweeper.split_arguments(overrides, None)[0]
-
-
-def compose(overrides: list[str], hydra: bool = False) -> Any:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    import langrepr.train  # noqa: F401  (registers the config resolvers)
-    from langrepr.confpaths import CONF_DIR
-
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return hydra_compose("train", overrides=overrides, return_hydra_config=hydra)
 
 
 def compose_cell(overrides: list[str]) -> tuple[Any, list[str]]:

@@ -18,9 +18,9 @@ class Workload:
     shape: dict
 
     def build(self):
-        from hydra.utils import instantiate
+        from langrepr.build import build_net
 
-        return instantiate(self.net, **self.net_kwargs)
+        return build_net(self.net, **self.net_kwargs)
 
     def key(self) -> str:
         from omegaconf import OmegaConf

@@ -1,0 +1,5 @@
+"""`python -m langrepr.report`."""
+
+from langrepr.report import main
+
+main()

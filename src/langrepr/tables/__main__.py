@@ -1,0 +1,5 @@
+"""`python -m langrepr.tables`."""
+
+from langrepr.tables import main
+
+main()
