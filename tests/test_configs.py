@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from pathlib import Path
 
 import pytest
 from hydra.utils import get_class, get_method, instantiate
@@ -12,7 +11,6 @@ from omegaconf import OmegaConf
 
 from langrepr.confpaths import group_options
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 EXPERIMENTS = group_options("experiment")   # every config root: conf/ and conf/papers/<paper>/
 MODELS = group_options("model")
 DATASETS = group_options("dataset")

@@ -1,7 +1,7 @@
 """The typed `table:` node of an experiment file: what a rendered table holds and how its claims are judged.
 
 A table spec is assembled by Hydra from the experiment file, its profile overlay and shared column files
-(`conf/tables/`); `TableSpec.parse` checks the result when a table renders, so a typo in a spec is one line
+(`conf/papers/<paper>/tables/`); `TableSpec.parse` checks the result when a table renders, so a typo in a spec is one line
 naming the key and the keys that exist, not a KeyError deep in the renderer. Each field's docstring says what
 it does; the README's "Adding a table" section points here.
 """

@@ -1,7 +1,7 @@
 """Render a paper table from run artefacts: `python -m langrepr.tables <table> [--profile quick|full] [--dry]`.
 
-A table is declared by the `table:` node of `conf/experiment/<table>.yaml`; its cells are filled only from
-`metrics.json` + `config_resolved.yaml` of finished runs under `outputs/<profile>/<run_id>/`, never from a
+A table is declared by the `table:` node of `conf/papers/<paper>/experiment/<table>.yaml`; its cells are filled
+only from `metrics.json` + `config_resolved.yaml` of finished runs under `outputs/<profile>/<run_id>/`, never from a
 dashboard. The JSON written beside the Markdown has a fixed shape that downstream tools rely on.
 """
 
@@ -22,7 +22,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
 from langrepr import verdicts
-from langrepr.confpaths import CONF_DIR, group_options
+from langrepr.confpaths import CONF_DIR, group_options, option_path
 from langrepr.errors import WRITE_ERRNOS, UserError, unknown_choice
 from langrepr.metric_versions import METRIC_VERSIONS, metric_name, stale_metrics
 from langrepr.table_spec import TableSpec
@@ -41,7 +41,7 @@ def experiment_config(table: str, profile: str, dry: bool = False) -> DictConfig
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=[f"experiment={table}", f"profile={profile}", *(["debug=dry"] if dry else [])])
     if "table" not in cfg:
-        raise UserError(f"conf/experiment/{table}.yaml has no `table:` node to render")
+        raise UserError(f"{option_path('experiment', table)} has no `table:` node to render")
     return cfg
 
 
