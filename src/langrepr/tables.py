@@ -25,7 +25,7 @@ from langrepr import verdicts
 from langrepr.confpaths import CONF_DIR, group_options, option_path
 from langrepr.errors import WRITE_ERRNOS, UserError, unknown_choice
 from langrepr.metric_versions import METRIC_VERSIONS, metric_name, stale_metrics
-from langrepr.table_spec import TableSpec
+from langrepr.table_spec import TableSpec, normalised
 from langrepr.utils import git_commit, write_json_atomic, write_text_atomic
 
 log = logging.getLogger("langrepr.tables")
@@ -595,7 +595,7 @@ def portable_dir(run_dir: str, outputs: Path) -> str:
 
 
 def table_spec(cfg: DictConfig, table: str) -> dict:
-    spec = OmegaConf.to_container(cfg.table, resolve=True)
+    spec = normalised(OmegaConf.to_container(cfg.table, resolve=True))   # rows/claims/notes keyed by id: lists
     spec.setdefault("name", table)
     TableSpec.parse(spec)  # one clear line on a typo, before any run is read
     for row in spec["rows"]:
