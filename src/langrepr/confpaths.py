@@ -127,3 +127,13 @@ def option_files(group: str) -> dict[str, Path]:
 def group_options(group: str) -> list[str]:
     """The option names of a config group (`model`, `dataset`, `experiment`, ...) over every config root, sorted."""
     return sorted(option_files(group))
+
+
+def option_path(group: str, option: str) -> str:
+    """Where `group=option` is written, relative to the repository (`conf/papers/leam/dataset/ag_news.yaml`).
+
+    For messages: an option lives in conf/ or in one paper's folder, so a message naming `conf/<group>/` would send
+    a reader to a file that is not there. An option no root has is named where a new one would go: `conf/<group>/`.
+    """
+    path = option_files(group).get(option, CONF_DIR / group / f"{option}.yaml")
+    return path.relative_to(CONF_DIR.parent).as_posix()

@@ -1,8 +1,8 @@
 """The grid (issue 24): the five papers' inputs x encoders over tasks: which cells compose, and its rendering.
 
 A grid cell is an ordinary train cell composed from three config choices, `dataset=<task> input=<input>
-encoder=<encoder>` (`conf/input/`, `conf/encoder/`; `experiment=grid` sets `model=none` under them). This module is
-torch-free: the renderer and the cost plan read it.
+encoder=<encoder>` (`conf/input/`, `conf/encoder/`, a paper's own in `conf/papers/<paper>/`; `experiment=grid`
+sets `model=none` under them). This module is torch-free: the renderer and the cost plan read it.
 
 - `composition_error(compose)`: why an input x encoder x task cannot compose, or None. The rules: an input that
   exists for some languages only (multi-hot syllable groups: Korean) needs a task in one of them; a tagging task
@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from langrepr.confpaths import CONF_DIR
+from langrepr.confpaths import option_files
 from langrepr.errors import UserError, exits_on_user_error
 
 log = logging.getLogger("langrepr.grid")
@@ -62,15 +62,12 @@ def composition_error(compose: dict[str, Any]) -> str | None:
 
 
 def group_options(group: str) -> dict[str, dict]:
-    """{option: its YAML} of conf/input or conf/encoder."""
-    out = {}
-    for path in sorted((CONF_DIR / group).glob("*.yaml")):
-        out[path.stem] = yaml.safe_load(path.read_text()) or {}
-    return out
+    """{option: its YAML} of the input or encoder group, over every config root (a paper's own sit in its folder)."""
+    return {name: yaml.safe_load(path.read_text()) or {} for name, path in sorted(option_files(group).items())}
 
 
 def cell_composes(input_name: str, encoder_name: str, task: dict, label: str | None = None) -> str | None:
-    """composition_error for conf/input/<input_name> x conf/encoder/<encoder_name> x a grid task entry."""
+    """composition_error for input=<input_name> x encoder=<encoder_name> x a grid task entry."""
     inputs, encoders = group_options("input"), group_options("encoder")
     inp, enc = inputs[input_name], encoders[encoder_name]
     return composition_error({"input": input_name, "input_languages": inp.get("languages"),

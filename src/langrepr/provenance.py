@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from langrepr.confpaths import SHORTENED, SLASH, group_options
+from langrepr.confpaths import SHORTENED, SLASH, group_options, option_path
 from langrepr.errors import UserError
 
 # keys of a run's `data` record that identify the data it read (datamodules name them differently)
@@ -40,7 +40,7 @@ def table_path(table: str, profile: str | None, outputs: Path) -> Path:
     rendered = sorted(p.stem for p in tables.glob("*.json")) if tables.exists() else []
     if table not in group_options("experiment"):   # a typo, not a table to render (issue 21 X40)
         raise UserError(f"unknown table '{table}': no rendered table '{table}' in {tables} and no "
-                        f"conf/experiment/{table}.yaml; choose one of {', '.join(group_options('experiment'))}")
+                        f"{option_path('experiment', table)}; choose one of {', '.join(group_options('experiment'))}")
     raise UserError(f"no rendered table '{table}'{f' for profile {profile}' if profile else ''} in {tables}: "
                     f"render it with `python -m langrepr.tables {table} --profile {profile or 'quick'}`"
                     f" (rendered now: {', '.join(rendered) or 'none'})")

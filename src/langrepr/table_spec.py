@@ -1,9 +1,13 @@
 """The typed `table:` node of an experiment file: what a rendered table holds and how its claims are judged.
 
 A table spec is assembled by Hydra from the experiment file, its profile overlay and shared column files
-(`conf/tables/`); `TableSpec.parse` checks the result when a table renders, so a typo in a spec is one line
+(`conf/papers/<paper>/tables/`); `TableSpec.parse` checks the result when a table renders, so a typo in a spec is one line
 naming the key and the keys that exist, not a KeyError deep in the renderer. Each field's docstring says what
 it does; the README's "Adding a table" section points here.
+
+`rows`, `claims` and `notes` are lists or mappings keyed by an id (`normalised`): Hydra replaces a list whole but
+merges a mapping, so a profile overlay keyed by id changes one entry (or drops it with a null) without restating
+the others, and an entry added to the experiment file reaches every profile.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 from langrepr.errors import UserError
 
 ROLES = ("floor", "ceiling", "comparator")
+KEYED = {"rows": "key", "claims": None, "notes": None}   # list fields that may be a mapping keyed by id: the id's field
 OPS = ("lt", "gt", "le", "ge", "ratio_ge", "ratio_le", "approx", "equiv", "stabler")
 
 
@@ -154,7 +159,7 @@ class TableSpec:
     def parse(cls, raw: dict) -> TableSpec:
         """Check every key of a raw `table:` node and return the typed spec (one UserError line on a typo)."""
         where = f"table `{raw.get('name', '?')}`"
-        spec = _build(cls, raw, where)
+        spec = _build(cls, normalised(raw), where)
         spec.columns = [_build(ColumnSpec, c, f"{where} column") for c in spec.columns]
         spec.rows = [_build(RowSpec, r, f"{where} row") for r in spec.rows]
         spec.claims = [_build(ClaimSpec, c, f"{where} claim") for c in spec.claims]
@@ -213,6 +218,23 @@ class TableSpec:
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def normalised(raw: dict) -> dict:
+    """The `table:` node with `rows`, `claims` and `notes` as lists, whichever form the files wrote them in.
+
+    A mapping keyed by id becomes its values in insertion order (the experiment's entries, then those an overlay
+    adds); a null value removes that entry (an overlay dropping a claim). A row's id is its `key` unless it
+    names one. A list stays as it is.
+    """
+    out = dict(raw)
+    for name, id_field in KEYED.items():
+        entries = raw.get(name)
+        if not isinstance(entries, dict):
+            continue
+        out[name] = [({id_field: id_, **value} if id_field and isinstance(value, dict) and id_field not in value
+                      else value) for id_, value in entries.items() if value is not None]
+    return out
 
 
 def _build(kind: type, raw: Any, where: str) -> Any:

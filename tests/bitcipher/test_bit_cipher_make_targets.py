@@ -17,7 +17,6 @@ from conftest import run_cli
 from langrepr.confpaths import group_options
 
 ROOT = Path(__file__).resolve().parents[2]
-CONF = ROOT / "conf"
 TABLES = [t for t in group_options("experiment") if t.startswith("bitcipher_table")]
 TINY = ["++hydra.sweeper.params.seed=1", "pipeline.probe.epochs=2", "pipeline.probe.hidden=16",
         "bitcipher.corpus.shard_tokens=300", "bitcipher.workers=1"]

@@ -9,10 +9,8 @@ import pytest
 from hydra.utils import get_class, get_method, instantiate
 from omegaconf import OmegaConf
 
-from conftest import ROOT
 from langrepr.confpaths import group_options
 
-CONF = ROOT / "conf"
 EXPERIMENTS = group_options("experiment")   # every config root: conf/ and conf/papers/<paper>/
 MODELS = group_options("model")
 DATASETS = group_options("dataset")

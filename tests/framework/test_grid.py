@@ -167,7 +167,7 @@ def test_the_plan_costs_a_grid_cell_and_skips_one_that_does_not_compose():
     cfg, _ = plan.compose_cell(["experiment=grid", "profile=quick", "grid_task=nsmc_text", "input=ewe",
                                 "encoder=tensorcoder"])
     stage = plan.train_stage(cfg)
-    # a byte-level input takes its own quick budget (conf/input/ewe.yaml: 1,000 steps), the others the grid's 200
+    # a byte-level input takes its own quick budget (conf/papers/ewe/input/ewe.yaml: 1,000 steps), the others the grid's 200
     assert stage.work.kind == "grid_classifier" and stage.work.shape["ids"] == [64, 16] and stage.steps == 1000
     words, _ = plan.compose_cell(["experiment=grid", "profile=quick", "grid_task=nsmc_text", "input=words",
                                   "encoder=tensorcoder"])

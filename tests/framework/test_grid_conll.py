@@ -127,7 +127,7 @@ def test_the_quick_recipe_of_the_ner_column_leaves_the_other_columns_alone(compo
     news = compose_cfg("experiment=grid", "profile=quick", "grid_task=ag_news", "input=words", "encoder=bert")
     assert (ner.trainer.max_steps, ner.dataset.datamodule.max_train_samples) == (1000, 8000)
     assert (news.trainer.max_steps, news.trainer.max_epochs, news.dataset.datamodule.max_train_samples) == (200, 5, 2000)
-    # a byte-level input's own quick budget (conf/input/ewe.yaml) reaches the document columns, not the NER one
+    # a byte-level input's own quick budget (conf/papers/ewe/input/ewe.yaml) reaches the document columns, not the NER one
     ewe_news = compose_cfg("experiment=grid", "profile=quick", "grid_task=ag_news", "input=ewe", "encoder=bert")
     assert (ewe_news.trainer.max_steps, ewe_news.trainer.max_epochs) == (1000, 20) and ner.trainer.max_epochs == 30
     assert "grid_task_quick" not in news and "conll2003" not in news.grid.tasks    # their identity is unchanged

@@ -157,7 +157,7 @@ def test_text_lm_and_translation_readers_forward_revision_and_data_dir(monkeypat
     calls = fake_hub(monkeypatch, {s: FakeSplit({"sentence": ["a b c", "d e"]}) for s in ("train", "validation", "test")})
     as_configured = TextLMDataModule("ptb", seq_len=4, data_dir=None, hub_name="ptb-text-only/ptb_text_only",
                                      hub_config="penn_treebank", text_field="sentence", cache_dir=str(tmp_path))
-    assert as_configured._lines("test") == ["a b c", "d e"]                 # conf/dataset/ptb.yaml's settings
+    assert as_configured._lines("test") == ["a b c", "d e"]                 # conf/papers/tensorcoder/dataset/ptb.yaml's settings
     assert calls[-1] == {"path": "ptb-text-only/ptb_text_only", "revision": PARQUET_BRANCH,
                          "data_dir": "penn_treebank", "split": "test"}
     dm = TextLMDataModule("ptb", seq_len=4, data_dir=None, hub_name="ptb-text-only/ptb_text_only", hub_config=None,

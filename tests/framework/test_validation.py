@@ -225,7 +225,7 @@ PIPELINE_CASES = [
     ("mh-finetune-lr", [*MH3, "finetune.korquad.lr=-1"], "finetune.korquad.lr=-1 is out of range: pass a positive, finite float such as 2e-5"),
     ("X31", [*LE, "dataset.datamodule.class_names=null"],
      "dataset.datamodule.class_names=null: LEAM initialises its label embeddings from the class names, so this run "
-     "would silently start them at random; drop the override (conf/dataset/ag_news.yaml names 4 classes)"),
+     "would silently start them at random; drop the override (conf/papers/leam/dataset/ag_news.yaml names 4 classes)"),
     ("X31-empty", [*LE, "dataset.datamodule.class_names=[World,'',Business,Science]"],
      "dataset.datamodule.class_names has an empty name at position 1: LEAM initialises each label embedding from its "
      "name's words; give every class a name"),

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from conftest import ROOT, run_cli
+from langrepr.confpaths import option_files
 from tiny_data import write_agnews_test
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 
 def _fake_agnews(root: Path) -> Path:
     write_agnews_test(root / "agnews", per_class=40)
@@ -29,7 +29,7 @@ def _sweep(table: str, first_model: str = "leam") -> list[str]:
     """The quick sweep's model/dataset lists, given explicitly (LEAM first) so the CLI's config check composes
     a model and data set that the shrinking overrides below apply to."""
     params = {}
-    for path in (CONF / "experiment" / f"{table}.yaml", CONF / "experiment_profile" / f"{table}_quick.yaml"):
+    for path in (option_files("experiment")[table], option_files("experiment_profile")[f"{table}_quick"]):
         params.update(yaml.safe_load(path.read_text())["hydra"]["sweeper"]["params"])
     models = str(params["model"]).split(",")
     models = [first_model] + [m for m in models if m != first_model]

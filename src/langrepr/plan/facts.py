@@ -75,7 +75,7 @@ SIZES: dict[str, dict] = {
 # Runtime label counts (the datamodule passes them after reading data) known from the papers
 LABELS = {"uspto": (1328, "664 CPC subclasses x {First, Later}, EWE §5.3"), "mimic50": (50, "50 ICD-9 codes"),
           "conll2003": (9, "IOB2 tags: O + B-/I- of PER, LOC, ORG, MISC")}
-# Multi-hot token-list sizes: the paper's Table 1 totals (conf/dataset/modu_newspaper.yaml)
+# Multi-hot token-list sizes: the paper's Table 1 totals (conf/papers/multihot/dataset/modu_newspaper.yaml)
 TOKEN_LISTS = {"bpe_base": 37_027, "bpe_syllable": 20_892, "dict_syllable": 37_822}
 # Bit Cipher co-occurrence on 2 CPU cores: Sum, V = 200k, idle machine (docs/bitcipher.md, make bench)
 COOCCURRENCE_TOKENS_PER_CPU_S = 1.42e6

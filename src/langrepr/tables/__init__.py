@@ -1,6 +1,6 @@
 """Render a paper table from run artefacts: `python -m langrepr.tables <table> [--profile quick|full] [--dry]`.
 
-A table is declared by the `table:` node of `conf/experiment/<table>.yaml`; its cells are filled only from
+A table is declared by the `table:` node of `conf/papers/<paper>/experiment/<table>.yaml`; its cells are filled only from
 `metrics.json` + `config_resolved.yaml` of finished runs under `outputs/<profile>/<run_id>/`, never from a
 dashboard. The JSON written beside the Markdown has a fixed shape that downstream tools rely on.
 

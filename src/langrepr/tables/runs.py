@@ -11,7 +11,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from langrepr.confpaths import CONF_DIR, group_options
+from langrepr.confpaths import CONF_DIR, group_options, option_path
 from langrepr.errors import UserError, unknown_choice
 
 log = logging.getLogger("langrepr.tables")
@@ -27,7 +27,7 @@ def experiment_config(table: str, profile: str, dry: bool = False) -> DictConfig
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=[f"experiment={table}", f"profile={profile}", *(["debug=dry"] if dry else [])])
     if "table" not in cfg:
-        raise UserError(f"conf/experiment/{table}.yaml has no `table:` node to render")
+        raise UserError(f"{option_path('experiment', table)} has no `table:` node to render")
     return cfg
 
 

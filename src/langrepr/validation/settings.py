@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, ListConfig
 
-from langrepr.confpaths import option_files
+from langrepr.confpaths import option_files, option_path
 from langrepr.errors import UserError
 from langrepr.validation.keys import STAGES, TEST_CKPTS, check_keys
 from langrepr.validation.values import (
@@ -140,7 +140,7 @@ def check_leam_class_names(cfg: DictConfig) -> None:
         if declared:
             raise UserError(f"dataset.datamodule.class_names=null: LEAM initialises its label embeddings from the "
                             f"class names, so this run would silently start them at random; drop the override "
-                            f"(conf/dataset/{dataset}.yaml names {len(declared)} classes)")
+                            f"({option_path('dataset', dataset)} names {len(declared)} classes)")
         return
     if isinstance(names, str) or not all(isinstance(n, str) for n in names):
         raise UserError(f"dataset.datamodule.class_names={names!r}: give a list of names, one per class")
