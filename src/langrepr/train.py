@@ -33,6 +33,7 @@ from langrepr.data import integrity
 from langrepr.errors import Diverged, UserError, one_line
 from langrepr.metric_versions import METRIC_VERSIONS
 from langrepr.pipelines.bitcipher.warm_start import CipherWarmStart
+from langrepr.pipelines.trained_glove import TrainedGloveStart
 from langrepr.scale_out import FailedCell, fit_batch_to_devices, is_writer, write_record
 from langrepr.switches import (  # noqa: F401
     COMPILE_MODES,
@@ -307,6 +308,8 @@ def run_training(cfg: DictConfig, output_dir: Path, record: dict, *, started: fl
     callbacks = [instantiate(c) for c in cfg.get("callbacks", {}).values() if c is not None]
     if getattr(task, "warm_start", None):   # Bit Cipher Fig. 4: cipher vectors of the training text, before fit
         callbacks.append(CipherWarmStart(task.warm_start))
+    if getattr(net, "word_init", None) == "trained_glove":   # LEAM: GloVe trained on the training split, before fit
+        callbacks.append(TrainedGloveStart())
     for guard in (c for c in callbacks if isinstance(c, NonFiniteGuard)):   # its advice names the key this cell sets
         guard.lr_key = setting_key(cfg, "optimizer.lr")
     record["step_switches"] = step_switches(cfg)

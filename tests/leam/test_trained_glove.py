@@ -9,9 +9,9 @@ import torch
 
 from langrepr.data.classification.datamodule import TextClassificationDataModule
 from langrepr.data.classification.vocab import WordTokenizer
-from langrepr.data.classification.word_vectors import glove_settings, trained_glove
 from langrepr.errors import UserError
 from langrepr.models.leam import LEAM
+from langrepr.pipelines.trained_glove import TrainedGloveStart, glove_settings, trained_glove
 from langrepr.tasks.label_embedding import LabelRegularisedSingleLabelTask
 
 TINY = {"epochs": 2, "window": 3}
@@ -39,7 +39,9 @@ def test_trained_glove_starts_leam_words_and_labels_from_training_text_only(tmp_
     net = LEAM(vocab_size=dm.tokenizer.vocab_size, num_labels=2, hidden_size=4, window=3, word_init="trained_glove",
                glove=TINY)
     task = LabelRegularisedSingleLabelTask(net=net, optimizer=torch.optim.Adam, num_labels=2)
-    task._trainer = SimpleNamespace(datamodule=dm)
+    trainer = SimpleNamespace(datamodule=dm)
+    task._trainer = trainer
+    TrainedGloveStart().setup(trainer, task, "fit")      # Lightning calls callbacks' setup before the task's
     task.setup("fit")
     rows = {line.split(" ")[0]: torch.tensor([float(x) for x in line.split(" ")[1:]])
             for line in open(net.glove_path, encoding="utf-8")}

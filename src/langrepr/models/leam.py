@@ -207,8 +207,8 @@ class LEAM(nn.Module):
             It is read in `prepare_embeddings`, once the datamodule's vocabulary exists.
         word_init: where the word vectors (and through the class names, the label vectors) start:
             ``datamodule`` (the datamodule's `word_vectors` file when it has one, else U(-s, s)) or
-            ``trained_glove`` (GloVe trained here on the training split, `glove` its settings; the task asks the
-            datamodule for it before training). glove: settings of that GloVe (`word_vectors.GLOVE_DEFAULTS`).
+            ``trained_glove`` (GloVe trained here on the training split, `glove` its settings; built before training by
+            `langrepr.pipelines.trained_glove.TrainedGloveStart`). glove: settings of that GloVe (its `GLOVE_DEFAULTS`).
     """
 
     def __init__(self, vocab_size: int, num_labels: int, hidden_size: int = 300, window: int = 55,

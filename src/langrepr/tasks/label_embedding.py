@@ -32,9 +32,9 @@ class _LabelRegularised:
         if stage == "fit" and callable(prepare) and not getattr(self, "_embeddings_prepared", False):
             # GloVe rows and class-name label init; a resumed run then loads its trained weights over these
             tokenizer = getattr(datamodule, "tokenizer", None)
-            vectors = getattr(datamodule, "word_vectors_file", None)   # dataset.datamodule.word_vectors (GloVe)
-            if getattr(self.net, "word_init", None) == "trained_glove":   # GloVe trained here on the training split
-                vectors = datamodule.trained_word_vectors(self.net.glove, self.net.embedding.embedding_dim)
+            # dataset.datamodule.word_vectors (GloVe), or GloVe trained on the training split (word_init: trained_glove,
+            # `langrepr.pipelines.trained_glove.TrainedGloveStart` sets it before this hook)
+            vectors = getattr(datamodule, "word_vectors_file", None)
             if vectors is not None and hasattr(self.net, "glove_path"):
                 self.net.glove_path = str(vectors)
             prepare(getattr(tokenizer, "vocab", None), getattr(datamodule, "label_word_ids", None))

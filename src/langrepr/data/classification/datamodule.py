@@ -25,7 +25,7 @@ from langrepr.data.classification.sources import (
     stratified_split,
 )
 from langrepr.data.classification.vocab import WordTokenizer
-from langrepr.data.classification.word_vectors import trained_glove, word_vectors_for
+from langrepr.data.classification.word_vectors import word_vectors_for
 from langrepr.data.loaders import SplitLoaders, batch_loader
 from langrepr.errors import UserError
 
@@ -219,19 +219,17 @@ class TextClassificationDataModule(SplitLoaders, pl.LightningDataModule):
         self.data_info.update(vectors_info)
         log.info("%s: %s (%s)", self.name, self.data_info["rows"], info["split"])
 
-    def trained_word_vectors(self, spec: dict | None, dim: int) -> Path:
-        """GloVe trained on the training split's texts (never validation or test), cached; its GloVe-format file.
+    def glove_corpus(self) -> tuple[list[str], list[str], Path, bool]:
+        """(training texts, vocabulary, cache folder, lowercase) for GloVe trained here (`pipelines.trained_glove`).
 
-        With `label_fraction`, the unlabelled rest of the training split counts too: GloVe needs no labels, and
-        the official code's partial-label runs keep their full-data word vectors.
+        The training split only, never validation or test. With `label_fraction`, the unlabelled rest of the
+        training split counts too: GloVe needs no labels, and the official code's partial-label runs keep their
+        full-data word vectors.
         """
         self._build()
         texts = self._unlabelled_train if self._unlabelled_train is not None else self._raw["train"][0]
         out = Path(self.cache_dir) / "word_vectors" if self.cache_dir else Path("outputs") / "cache" / "word_vectors"
-        path, info = trained_glove(texts, self.tokenizer.vocab, dim, out, spec,
-                                   lowercase=getattr(self.tokenizer, "lowercase", True))
-        self.data_info.update(info)
-        return path
+        return list(texts), list(self.tokenizer.vocab), out, getattr(self.tokenizer, "lowercase", True)
 
     # --- loaders ----------------------------------------------------------------------------
     def _loader(self, name: str, shuffle: bool) -> DataLoader:
