@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from omegaconf import open_dict
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from langrepr import cell
 from langrepr.errors import Diverged, UserError
 from langrepr.train import train
@@ -112,7 +112,8 @@ def test_cli_diverged_pipeline_exits_2_with_one_line(tmp_path):
     result = run_cli("langrepr.train", "experiment=bitcipher_table1", "model=none", "bitcipher_vectors=majority",
                      "~pipeline", f"+pipeline={{_target_: {__name__}.constant_metrics, metrics: {{x: nan}}}}",
                      "hydra.mode=RUN", f"hydra.run.dir={folder}", f"paths.output_root={tmp_path / 'outputs'}",
-                     env={"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])})
+                     env={"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), str(ROOT / "tests"),   # this module + conftest
+                                                         os.environ.get("PYTHONPATH", "")])})
     assert result.returncode == 2, result.stderr[-3000:]
     assert "error: pipeline cell diverged: x = nan" in result.stderr and "Traceback" not in result.stderr
     assert json.loads((folder / "metrics.json").read_text())["status"] == "diverged"
