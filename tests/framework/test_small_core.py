@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
+
 SRC = ROOT / "src" / "langrepr"
 MAX_LINES = 450   # the style guide's ~400, with the margin
 
