@@ -224,7 +224,7 @@ def test_a_mistyped_grid_choice_is_one_line_listing_the_options():
 
 @pytest.mark.parametrize("code,partial_bytes", [(28, True), (30, False)])   # ENOSPC mid-write; EROFS at the open
 def test_an_unwritable_figures_folder_is_one_line_and_leaves_no_temp_file(tmp_path, capfd, monkeypatch, code,
-                                                                          partial_bytes):
+                                                                          partial_bytes, fresh_root_logger):
     """A full disk or a read-only folder under the heat map: one line, exit 2, no `*.tmp*` left, nothing replaced."""
     import errno
 
@@ -242,8 +242,8 @@ def test_an_unwritable_figures_folder_is_one_line_and_leaves_no_temp_file(tmp_pa
             Path(fname).write_bytes(b"\x89PNG half")
         raise OSError(code, os.strerror(code), str(fname))
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
-    with pytest.raises(SystemExit) as exit_:
-        grid.main(["--profile", "quick", "--outputs", str(tmp_path)])
+    with pytest.raises(SystemExit) as exit_:   # --force: replace the committed grid (tmp_path holds no run folders)
+        grid.main(["--profile", "quick", "--outputs", str(tmp_path), "--force"])
     err = capfd.readouterr().err.strip()
     assert exit_.value.code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert err.startswith("error: cannot write") and os.strerror(code) in err

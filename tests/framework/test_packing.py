@@ -43,7 +43,11 @@ def test_pack_adds_the_joblib_launcher_to_a_table_target():
     dry = subprocess.run(["make", "-n", "tensorcoder-table1", "PROFILE=full", "PACK=5"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert dry.returncode == 0, dry.stderr
-    (train,) = [line for line in dry.stdout.splitlines() if "langrepr.train" in line]
-    assert train.split()[-2:] == ["hydra/launcher=joblib", "hydra.launcher.n_jobs=5"]
+    # the training sweep, and the paper-size count sweeps before it, all go through the joblib launcher
+    sweeps = [part for line in dry.stdout.splitlines() for part in line.split("&&") if "langrepr.train" in part]
+    (train,) = [sweep for sweep in sweeps if "ckpt_path=auto" in sweep]
+    assert len(sweeps) == 3, sweeps
+    for sweep in sweeps:
+        assert sweep.split()[-2:] == ["hydra/launcher=joblib", "hydra.launcher.n_jobs=5"], sweep
     plain = subprocess.run(["make", "-n", "tensorcoder-table1"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert "hydra/launcher" not in plain.stdout
