@@ -69,12 +69,12 @@ REVIEWS = ["영화가 정말 재미있었다", "배우들의 연기가 좋았다
            "감독의 다음 작품이 기대된다", "아르키메데스 이야기는 신기했다"]
 
 
-def write_korquad_dev(root: Path, version: str | None = None) -> Path:
-    """korquad1/KorQuAD_v1.0_dev.json: ten one-question articles (with a "version" field when given)."""
+def write_korquad_dev(root: Path, version: str | None = None, articles: int = 10) -> Path:
+    """korquad1/KorQuAD_v1.0_dev.json: `articles` one-question articles (with a "version" field when given)."""
     (root / "korquad1").mkdir(parents=True, exist_ok=True)
     articles = [{"title": f"문서{i}", "paragraphs": [{"context": f"문서{i}는 19{i}0년에 세워졌다. 그 뒤 서울로 옮겼다.", "qas": [
-        {"id": f"q{i}", "question": "세워진 해는?", "answers": [{"text": f"19{i}0년", "answer_start": 5}]}]}]}
-        for i in range(10)]
+        {"id": f"q{i}", "question": "세워진 해는?", "answers": [{"text": f"19{i}0년", "answer_start": 4 + len(str(i))}]}]}]}
+        for i in range(articles)]
     payload = {"version": version, "data": articles} if version else {"data": articles}
     path = root / "korquad1" / "KorQuAD_v1.0_dev.json"
     path.write_text(json.dumps(payload, ensure_ascii=False))
@@ -94,6 +94,43 @@ def write_korean_quick(root: Path, reviews: int = 60, korquad_version: str | Non
         [{"premise": "숙소가 깨끗했습니다.", "hypothesis": "방이 더러웠습니다."}], ensure_ascii=False))
     (root / "klue" / "klue-sts-v1.1_dev.json").write_text(json.dumps(
         [{"sentence1": "호스트가 친절했습니다.", "sentence2": "주인이 친절했어요."}], ensure_ascii=False))
+    return root
+
+
+KOREAN_SENTENCES = ["박씨는 서울에 산다", "김씨가 부산에서 왔다", "한국은행이 금리를 올렸다", "이씨는 대구에 갔다"]
+
+
+def write_korean_downstream(root: Path, ner_sentences: int = 16, korquad_articles: int = 10) -> Path:
+    """What the multi-hot fine-tuning cells read, tiny: the pretraining corpus's files and each task's data.
+
+    NSMC raw reviews rated 1-10 (the 5-8 ones feed the pretraining corpus, the others the NSMC-style split), KLUE
+    NLI/STS dev, a KLUE-NER dev file (a PS or OG entity in each sentence), KorQuAD dev, and a MODU-format SRL file
+    at `root/srl.json` (outside the default path: a cell reads it only when pointed at it).
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "nsmc").mkdir(exist_ok=True)
+    reviews = ["영화가 정말 재미있었다", "배우들의 연기가 좋았다", "스토리가 너무 지루했다", "돈이 아까운 영화"]
+    with gzip.open(root / "nsmc" / "nsmc_raw_reviews.tsv.gz", "wt") as fh:
+        fh.write("review_id\tmovie_id\trating\tdate\treview\n")
+        for i in range(60):
+            fh.write(f"{i}\t{i % 5}\t{(1, 3, 5, 7, 9, 10)[i % 6]}\t14.08.01\t{reviews[i % 4]} {i}\n")
+    (root / "klue").mkdir(exist_ok=True)
+    (root / "klue" / "klue-nli-v1.1_dev.json").write_text(json.dumps(
+        [{"premise": s, "hypothesis": s[::-1]} for s in KOREAN_SENTENCES], ensure_ascii=False))
+    (root / "klue" / "klue-sts-v1.1_dev.json").write_text(json.dumps(
+        [{"sentence1": s, "sentence2": s + "."} for s in KOREAN_SENTENCES], ensure_ascii=False))
+    ner = ""
+    for i in range(ner_sentences):
+        text = KOREAN_SENTENCES[i % 4]
+        tags = ["B-OG" if i % 4 == 2 else "B-PS"] + ["O"] * (len(text) - 1)
+        ner += f"## n{i}\t{text}\n" + "".join(f"{c}\t{t}\n" for c, t in zip(text, tags)) + "\n"
+    (root / "klue" / "klue-ner-v1.1_dev.tsv").write_text("## 컬럼명 : CHAR\tNE_TAG\n" + ner, encoding="utf-8")
+    sentences = [{"id": f"s{i}", "form": "철수가 밥을 먹었다.", "SRL": [{
+        "predicate": {"form": "먹", "begin": 7, "end": 8}, "argument": [
+            {"form": "철수가", "label": "ARG0", "begin": 0, "end": 3},
+            {"form": "밥을", "label": "ARG1", "begin": 4, "end": 6}]}]} for i in range(12)]
+    write_korquad_dev(root, version="KorQuAD_v1.0_dev", articles=korquad_articles)
+    (root / "srl.json").write_text(json.dumps({"document": [{"id": "d", "sentence": sentences}]}, ensure_ascii=False))
     return root
 
 

@@ -8,7 +8,6 @@ one line naming the file, and a cell whose pretraining has not run with one line
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 
@@ -17,9 +16,8 @@ import pytest
 from langrepr import tables
 from langrepr.errors import UserError
 from langrepr.train import train
-from tiny_data import write_korquad_dev
+from tiny_data import write_korean_downstream
 
-SENTENCES = ["박씨는 서울에 산다", "김씨가 부산에서 왔다", "한국은행이 금리를 올렸다", "이씨는 대구에 갔다"]
 CORPUS = ["dataset=korean_quick", "dataset.corpus.nsmc=40", "dataset.corpus.korquad=0", "dataset.corpus.klue=10",
           "dataset.token_lists.bpe_size=150", "dataset.token_lists.pos_joined=20", "dataset.token_lists.syllables=60",
           "dataset.token_lists.dictionary_size=60", "model.net.hidden_size=16", "model.net.num_layers=1",
@@ -34,38 +32,9 @@ TINY = [*CORPUS, "downstream_data.nsmc.per_class=6", "downstream_data.ner.test_f
 CHOICES = ({"dataset": "korean_quick", "model": "multihot_small"}, [])   # what a CLI run records (rows match `model`)
 
 
-def klue_ner_lines(i: int, text: str, tags: list[str]) -> str:
-    return f"## n{i}\t{text}\n" + "".join(f"{c}\t{t}\n" for c, t in zip(text, tags)) + "\n"
-
-
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    (root / "nsmc").mkdir()
-    reviews = ["영화가 정말 재미있었다", "배우들의 연기가 좋았다", "스토리가 너무 지루했다", "돈이 아까운 영화"]
-    with gzip.open(root / "nsmc" / "nsmc_raw_reviews.tsv.gz", "wt") as fh:
-        fh.write("review_id\tmovie_id\trating\tdate\treview\n")
-        for i in range(60):
-            fh.write(f"{i}\t{i % 5}\t{(1, 3, 5, 7, 9, 10)[i % 6]}\t14.08.01\t{reviews[i % 4]} {i}\n")
-    (root / "klue").mkdir()
-    (root / "klue" / "klue-nli-v1.1_dev.json").write_text(json.dumps(
-        [{"premise": s, "hypothesis": s[::-1]} for s in SENTENCES], ensure_ascii=False))
-    (root / "klue" / "klue-sts-v1.1_dev.json").write_text(json.dumps(
-        [{"sentence1": s, "sentence2": s + "."} for s in SENTENCES], ensure_ascii=False))
-    ner = ""
-    for i in range(16):
-        text = SENTENCES[i % 4]
-        tags = ["O"] * len(text)
-        tags[0] = "B-OG" if i % 4 == 2 else "B-PS"
-        ner += klue_ner_lines(i, text, tags)
-    (root / "klue" / "klue-ner-v1.1_dev.tsv").write_text("## 컬럼명 : CHAR\tNE_TAG\n" + ner, encoding="utf-8")
-    sentences = [{"id": f"s{i}", "form": "철수가 밥을 먹었다.", "SRL": [{
-        "predicate": {"form": "먹", "begin": 7, "end": 8}, "argument": [
-            {"form": "철수가", "label": "ARG0", "begin": 0, "end": 3},
-            {"form": "밥을", "label": "ARG1", "begin": 4, "end": 6}]}]} for i in range(12)]
-    write_korquad_dev(root, version="KorQuAD_v1.0_dev")
-    (root / "srl.json").write_text(json.dumps({"document": [{"id": "d", "sentence": sentences}]}, ensure_ascii=False))
-    return root
+    return write_korean_downstream(tmp_path_factory.mktemp("data"))
 
 
 @pytest.fixture(scope="module")
