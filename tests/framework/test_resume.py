@@ -156,18 +156,27 @@ def curve(folder: Path) -> list[dict]:
         return [{k: v for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(fh)]
 
 
-def assert_resume_is_exact(compose_cfg, tmp_path, monkeypatch, *overrides: str) -> dict:
-    """An uninterrupted cell vs the same cell killed at each of KILLS and resumed with ckpt_path=auto."""
+def final_weights(folder: Path) -> dict:
+    """The model weights of the cell's last checkpoint (the one its test pass scored)."""
+    import torch
+
+    (path,) = list(folder.rglob("last.ckpt"))
+    return torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
+
+
+def assert_resume_is_exact(compose_cfg, tmp_path, monkeypatch, *overrides: str, recipe: list[str] = RECIPE,
+                           kills: list[tuple[str, int]] = KILLS) -> dict:
+    """An uninterrupted cell vs the same cell killed at each of `kills` and resumed with ckpt_path=auto."""
     from langrepr.train import train
 
     def run(folder: Path) -> dict:
-        cfg = compose_cfg(*overrides, *RECIPE)
+        cfg = compose_cfg(*overrides, *recipe)
         cfg.paths.output_dir = str(folder)              # its checkpoints and logs in its own folder
         return train(cfg, folder)
 
     straight = run(tmp_path / "straight")
     assert straight["steps"] == 13
-    for where, step in KILLS:
+    for where, step in kills:
         with monkeypatch.context() as patch:
             killed_at(patch, where, step)
             with pytest.raises(Killed):
@@ -176,6 +185,10 @@ def assert_resume_is_exact(compose_cfg, tmp_path, monkeypatch, *overrides: str) 
     assert resumed["status"] == "finished" and resumed["resumed_from_step"] == 10
     assert (resumed["steps"], resumed["epochs"]) == (straight["steps"], straight["epochs"])
     assert resumed["metrics"] == straight["metrics"]                    # bit-identical, val and test
+    # and the weights: a tiny cell's test scores (accuracy, F1 in whole examples) can agree by chance
+    weights, resumed_weights = final_weights(tmp_path / "straight"), final_weights(tmp_path / "killed")
+    assert weights.keys() == resumed_weights.keys()
+    assert [k for k in weights if not weights[k].equal(resumed_weights[k])] == []
     # every validation point once, as uninterrupted; each logged training loss once and equal (the row of the
     # batch a kill lands after can be missing: it is logged after that batch's checkpoint is written)
     points, lost = curve(tmp_path / "straight"), curve(tmp_path / "killed")
@@ -248,6 +261,56 @@ def test_a_multihot_pretraining_cell_resumes_exactly(compose_cfg, tmp_path, monk
     monkeypatch.setenv("LANGREPR_DIGEST_CACHE", str(tmp_path / "digests.json"))
     data = write_korean_quick(tmp_path / "data")
     assert_resume_is_exact(compose_cfg, tmp_path, monkeypatch, *MULTIHOT, f"paths.data_dir={data}")
+
+
+# The multi-hot fine-tuning cells (Table 3): no validation part, so the recipe has none and every kill lands right
+# after a checkpoint: mid-epoch 0 (step 2), mid-epoch 1 after an epoch-end resume (step 6), an epoch end (step 10)
+FINETUNE_RECIPE = [r for r in RECIPE if "val" not in r]
+FINETUNE_KILLS = [("after checkpoint", 2), ("after checkpoint", 6), ("after checkpoint", 10)]
+# the pretraining those cells start from, and each task at 2 examples a batch with at least 5 batches an epoch
+KOREAN = ["profile=quick", "dataset=korean_quick", "dataset.corpus.nsmc=40", "dataset.corpus.korquad=0",
+          "dataset.corpus.klue=10", "dataset.token_lists.bpe_size=150", "dataset.token_lists.pos_joined=20",
+          "dataset.token_lists.syllables=60", "dataset.token_lists.dictionary_size=60", "model=multihot_small",
+          "model.net.hidden_size=16", "model.net.num_layers=1", "model.net.intermediate_size=32",
+          "model.net.max_positions=32", "mlm.steps=2", "mlm.batch_size=4", "mlm.val_fraction=0.3",
+          "pipeline.workers=1", "pipeline.token_list=bpe_syllable", "seed=1"]
+# one cell per task type (SRL is a tagging cell as NER is, its predicate appended to the input)
+FINETUNE_TASKS = {"span QA (KorQuAD)": "korquad", "token tagging (NER)": "ner",
+                  "sentence classification (NSMC)": "nsmc"}
+FINETUNE = ["experiment=multihot_table3", *KOREAN, "downstream_data.nsmc.per_class=8",
+            "downstream_data.ner.test_fraction=0.25",
+            *(f"finetune.{task}.{key}={value}" for task in FINETUNE_TASKS.values()
+              for key, value in (("batch_size", 2), ("warmup_steps", 3))), "finetune.korquad.stride=8"]
+
+
+@pytest.fixture(scope="module")
+def korean_pretrained(tmp_path_factory, shared_cache):
+    """(data folder, pretraining run folder): one tiny finished multi-hot pretraining cell for the module."""
+    from hydra import compose, initialize_config_dir
+
+    from langrepr.confpaths import CONF_DIR
+    from langrepr.train import train
+    from tiny_data import write_korean_downstream
+
+    data = write_korean_downstream(tmp_path_factory.mktemp("korean"), ner_sentences=20, korquad_articles=24)
+    runs = tmp_path_factory.mktemp("pretrain")
+    with pytest.MonkeyPatch.context() as patch, initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        patch.setenv("LANGREPR_DIGEST_CACHE", str(runs / "digests.json"))
+        cfg = compose("train", overrides=["experiment=multihot_pretrain", *KOREAN, f"paths.data_dir={data}",
+                                          f"paths.cache_dir={shared_cache}", f"paths.output_dir={runs / 'cell'}"])
+        assert train(cfg, runs / "cell")["status"] == "finished"
+    return data, runs
+
+
+@pytest.mark.parametrize("task", list(FINETUNE_TASKS))
+def test_a_multihot_fine_tuning_cell_resumes_exactly(compose_cfg, tmp_path, monkeypatch, korean_pretrained, task):
+    """Multi-hot LM Table 3's cells (span QA, tagging, sentence classification), each fine-tuning the pretraining
+    cell's encoder for a fixed number of steps: killed twice mid-epoch and once at an epoch end, then resumed."""
+    data, runs = korean_pretrained
+    monkeypatch.setenv("LANGREPR_DIGEST_CACHE", str(tmp_path / "digests.json"))
+    assert_resume_is_exact(compose_cfg, tmp_path, monkeypatch, *FINETUNE, f"downstream={FINETUNE_TASKS[task]}",
+                           f"paths.data_dir={data}", f"pretrained.root={runs}", recipe=FINETUNE_RECIPE,
+                           kills=FINETUNE_KILLS)
 
 
 def test_a_cell_stopped_by_sigterm_exits_non_zero_with_one_line(tmp_path, shared_cache):
