@@ -7,7 +7,7 @@ import re
 from omegaconf import DictConfig, OmegaConf
 
 from langrepr.errors import UserError
-from langrepr.table_spec import TableSpec, normalised
+from langrepr.table_spec import TableSpec, normalised, note_text
 from langrepr.tables.markdown import fmt
 
 
@@ -45,8 +45,9 @@ def shared_notes(spec: dict, main_run_id: str) -> list[str]:
 PLACEHOLDER = re.compile(r"\{=([^{}]+)\}")   # {=LEAM.AG News} or {=LEAM.AG News:std} in a note
 
 
-def filled_notes(notes: list[str], rows: list[dict], spec: dict) -> list[str]:
-    """Notes with each `{=<row>.<column>[:std|:n]}` replaced by that cell of this table, in its column's format.
+def filled_notes(notes: list[str | dict], rows: list[dict], spec: dict) -> list[str]:
+    """Notes as printed, with each `{=<row>.<column>[:std|:n]}` replaced by that cell of this table, in its
+    column's format, and a quoted note (`{text, quoted_from}`) followed by its source.
 
     A note that quotes its own table takes the number from the table's data, so a re-run cannot leave it stale;
     a placeholder naming no cell is one line, not a note that silently says "{=...}".
@@ -68,7 +69,7 @@ def filled_notes(notes: list[str], rows: list[dict], spec: dict) -> list[str]:
         raise UserError(f"table {spec['name']}: note placeholder {match.group(0)} names no cell: write "
                         "{=<row key>.<column name>}, optionally with :std or :n")
 
-    return [PLACEHOLDER.sub(value, note) for note in notes]
+    return [PLACEHOLDER.sub(value, note_text(note)) for note in notes]
 
 
 def table_stem(table: str, profile_name: str) -> str:
