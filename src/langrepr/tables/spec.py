@@ -56,13 +56,14 @@ def filled_notes(notes: list[str | dict], rows: list[dict], spec: dict) -> list[
     cells = {(r["key"], name): cell for r in rows for name, cell in r["cells"].items()}
 
     def value(match: re.Match) -> str:
-        ref, _, part = match.group(1).partition(":")
+        ref, _, part = match.group(1).rpartition(":")   # row keys may hold colons ("Reference: unigram")
+        part = part.strip()
+        if part not in ("std", "n"):
+            ref, part = match.group(1), ""
         for i in [i for i, ch in enumerate(ref) if ch == "."]:   # row keys may hold dots: try every split
             cell = cells.get((ref[:i].strip(), ref[i + 1:].strip()))
             if cell is not None:
-                number = cell.get({"": "ours", "std": "std", "n": "n"}.get(part, part))
-                if part not in ("", "std", "n"):
-                    break
+                number = cell.get(part or "ours")
                 if part == "n":
                     return str(number or 0)
                 return fmt(number, formats[ref[i + 1:].strip()])
