@@ -141,8 +141,11 @@ class TableSpec:
     """RowSpec entries: model rows first, reference rows marked `reference: true`."""
     claims: list = field(default_factory=list)
     """ClaimSpec entries: every claim sentence of the paper that maps onto this table."""
-    notes: list = field(default_factory=list)   # a number of this table is written {=<row key>.<column>[:std|:n]}
-    """Caveats printed under the table, including claims that cannot be judged here and why."""
+    notes: list = field(default_factory=list)
+    """Caveats printed under the table, including claims that cannot be judged here and why. A number of this
+    table is written `{=<row key>.<column>[:std|:n]}` (filled from the cells, so a re-run cannot leave it stale);
+    a note quoting numbers from elsewhere is a mapping `{text, quoted_from}` naming where they come from
+    (`note_text` prints the source after the text)."""
     data: str = ""
     """One line naming the data and, on the quick profile, the stand-in."""
     judge_claims: bool = True
@@ -163,6 +166,8 @@ class TableSpec:
         spec.columns = [_build(ColumnSpec, c, f"{where} column") for c in spec.columns]
         spec.rows = [_build(RowSpec, r, f"{where} row") for r in spec.rows]
         spec.claims = [_build(ClaimSpec, c, f"{where} claim") for c in spec.claims]
+        for note in spec.notes:
+            _check_note(note, where)
         spec.check()
         return spec
 
@@ -235,6 +240,25 @@ def normalised(raw: dict) -> dict:
         out[name] = [({id_field: id_, **value} if id_field and isinstance(value, dict) and id_field not in value
                       else value) for id_, value in entries.items() if value is not None]
     return out
+
+
+NOTE_KEYS = ("text", "quoted_from")
+
+
+def _check_note(note: Any, where: str) -> None:
+    if isinstance(note, str):
+        return
+    if not isinstance(note, dict) or set(note) != set(NOTE_KEYS) or not all(
+            isinstance(note[k], str) and note[k].strip() for k in NOTE_KEYS):
+        raise UserError(f"{where} note {note!r}: write a string, or a mapping with exactly `text` and `quoted_from` "
+                        "(where its numbers come from: the paper's section, METHODS.md §, another run or table)")
+
+
+def note_text(note: str | dict) -> str:
+    """A note as printed: a quoted note's text followed by its source, so the reader sees where a number is from."""
+    if isinstance(note, str):
+        return note
+    return f"{note['text'].rstrip()} (quoted from {note['quoted_from'].strip().rstrip('.')}.)"
 
 
 def _build(kind: type, raw: Any, where: str) -> Any:

@@ -93,13 +93,39 @@ def header_lines(table: dict) -> list[str]:
     return lines
 
 
+DERIVED = "†"   # marks a column computed from other cells of the table, never measured itself
+
+
+def derived_columns(spec: dict) -> dict[str, str]:
+    """`{column: how it is computed}` for the columns the renderer derives (`ratio_of`, `quotient`)."""
+    bases = {r["key"]: r.get("ratio_base") or r["key"] for r in spec["rows"]}
+    out = {}
+    for column in spec["columns"]:
+        if column.get("ratio_of"):
+            named = sorted({b for k, b in bases.items() if b != k})
+            over = f"its ratio-base row's ({', '.join(named)})" if named else "the same row's"
+            out[column["name"]] = f"each row's {column['ratio_of']} / {over}"
+        elif column.get("quotient"):
+            out[column["name"]] = " / ".join(column["quotient"]) + " of the same row"
+    return out
+
+
+def header_row(table: dict, derived: dict[str, str]) -> str:
+    return "| | " + " | ".join(f"{n} {DERIVED}" if n in derived else n for n in table["columns"]) + " |"
+
+
 def to_markdown(table: dict, spec: dict) -> str:
     formats = {c["name"]: c.get("fmt", "{:.2f}") for c in spec["columns"]}
+    derived = {n: how for n, how in derived_columns(spec).items() if n in table["columns"]}
     lines = header_lines(table)
-    lines += ["", "Each cell: ours (± std over seeds) / paper / Δ = ours − paper. \"not run\" = no finished run.", ""]
+    lines += ["", "Each cell: ours (± std over seeds) / paper / Δ = ours − paper. \"not run\" = no finished run."]
+    if derived:
+        lines.append(f"{DERIVED} derived from other cells, not measured: "
+                     + "; ".join(f"{n} = {how}" for n, how in derived.items()) + ".")
+    lines.append("")
     models = [r for r in table["rows"] if not r.get("reference")]
     references = [r for r in table["rows"] if r.get("reference")]
-    lines.append("| | " + " | ".join(table["columns"]) + " |")
+    lines.append(header_row(table, derived))
     lines.append("|---" * (len(table["columns"]) + 1) + "|")
     for row in models:
         parts = []
@@ -113,7 +139,7 @@ def to_markdown(table: dict, spec: dict) -> str:
     if references:
         lines += ["", "Reference rows (same split and pipeline; not models of the paper; ours ± std; (floor) marks "
                   "a column's learning floor, (ceiling) a bound from above, the rest are comparators):", ""]
-        lines.append("| | " + " | ".join(table["columns"]) + " |")
+        lines.append(header_row(table, derived))
         lines.append("|---" * (len(table["columns"]) + 1) + "|")
         for row in references:
             cells = [fmt_ours(row["cells"][n], formats[n]).replace("not run", "—")

@@ -7,7 +7,7 @@ import re
 from omegaconf import DictConfig, OmegaConf
 
 from langrepr.errors import UserError
-from langrepr.table_spec import TableSpec, normalised
+from langrepr.table_spec import TableSpec, normalised, note_text
 from langrepr.tables.markdown import fmt
 
 
@@ -45,8 +45,9 @@ def shared_notes(spec: dict, main_run_id: str) -> list[str]:
 PLACEHOLDER = re.compile(r"\{=([^{}]+)\}")   # {=LEAM.AG News} or {=LEAM.AG News:std} in a note
 
 
-def filled_notes(notes: list[str], rows: list[dict], spec: dict) -> list[str]:
-    """Notes with each `{=<row>.<column>[:std|:n]}` replaced by that cell of this table, in its column's format.
+def filled_notes(notes: list[str | dict], rows: list[dict], spec: dict) -> list[str]:
+    """Notes as printed, with each `{=<row>.<column>[:std|:n]}` replaced by that cell of this table, in its
+    column's format, and a quoted note (`{text, quoted_from}`) followed by its source.
 
     A note that quotes its own table takes the number from the table's data, so a re-run cannot leave it stale;
     a placeholder naming no cell is one line, not a note that silently says "{=...}".
@@ -55,20 +56,21 @@ def filled_notes(notes: list[str], rows: list[dict], spec: dict) -> list[str]:
     cells = {(r["key"], name): cell for r in rows for name, cell in r["cells"].items()}
 
     def value(match: re.Match) -> str:
-        ref, _, part = match.group(1).partition(":")
+        ref, _, part = match.group(1).rpartition(":")   # row keys may hold colons ("Reference: unigram")
+        part = part.strip()
+        if part not in ("std", "n"):
+            ref, part = match.group(1), ""
         for i in [i for i, ch in enumerate(ref) if ch == "."]:   # row keys may hold dots: try every split
             cell = cells.get((ref[:i].strip(), ref[i + 1:].strip()))
             if cell is not None:
-                number = cell.get({"": "ours", "std": "std", "n": "n"}.get(part, part))
-                if part not in ("", "std", "n"):
-                    break
+                number = cell.get(part or "ours")
                 if part == "n":
                     return str(number or 0)
                 return fmt(number, formats[ref[i + 1:].strip()])
         raise UserError(f"table {spec['name']}: note placeholder {match.group(0)} names no cell: write "
                         "{=<row key>.<column name>}, optionally with :std or :n")
 
-    return [PLACEHOLDER.sub(value, note) for note in notes]
+    return [PLACEHOLDER.sub(value, note_text(note)) for note in notes]
 
 
 def table_stem(table: str, profile_name: str) -> str:
