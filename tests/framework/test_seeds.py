@@ -20,25 +20,29 @@ THREE_SEEDS = ["ewe_table3", "ewe_table4", "ewe_table5", "tensorcoder_table1", "
 NO_SEED_SPREAD = {"ewe_table2", "multihot_table1", "multihot_table4"}
 
 
-def sweep_seeds(experiment: str, *overrides: str, profile: str = "full") -> str:
+def composed(experiment: str, *overrides: str, profile: str = "full"):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=[f"experiment={experiment}", f"profile={profile}", *overrides],
-                      return_hydra_config=True)
-    return str(OmegaConf.select(cfg, "hydra.sweeper.params.seed"))
+        return compose("train", overrides=[f"experiment={experiment}", f"profile={profile}", *overrides],
+                       return_hydra_config=True)
 
 
 @pytest.mark.parametrize("experiment", THREE_SEEDS)
 def test_full_sweeps_run_three_seeds_and_seeds_1_runs_one(experiment):
-    assert sweep_seeds(experiment) == "1,2,3"
+    cfg = composed(experiment)
+    assert str(OmegaConf.select(cfg, "hydra.sweeper.params.seed")) == "1,2,3"
     if experiment.startswith(("ewe", "tensorcoder", "leam")):
-        assert sweep_seeds(experiment, "seeds=1") == "1"
+        cfg.seeds = 1
+        assert str(OmegaConf.select(cfg, "hydra.sweeper.params.seed")) == "1"
 
 
 @pytest.mark.parametrize("profile", ["quick", "full"])
 @pytest.mark.parametrize("experiment", group_options("experiment"))
 def test_seeds_drives_every_sweep_quick_and_full(experiment, profile):
     """The default still expands to exactly 1,2,3 (leam_nsmc full: 1), so no cell changes; `seeds=2` runs two."""
-    default, two = sweep_seeds(experiment, profile=profile), sweep_seeds(experiment, "seeds=2", profile=profile)
+    cfg = composed(experiment, profile=profile)      # one compose: the sweep's seed list is resolved when read
+    default = str(OmegaConf.select(cfg, "hydra.sweeper.params.seed"))
+    cfg.seeds = 2
+    two = str(OmegaConf.select(cfg, "hydra.sweeper.params.seed"))
     if experiment == "ewe_table1":                       # counts from the config alone: no seed in its sweep
         assert default == two == "None"
     elif experiment in NO_SEED_SPREAD:
@@ -77,8 +81,8 @@ def test_every_full_sweep_value_composes(experiment):
         params = {k: [v.strip() for v in str(vs).split(",")]
                   for k, vs in (OmegaConf.to_container(cfg.hydra.sweeper.params, resolve=True) or {}).items()}
         first = {k: vs[0] for k, vs in params.items()}   # group choices first (bitcipher_vectors before .radius)
-        for key, values in params.items():
-            for value in values:
-                cell = {**first, key: value}
-                compose("train", overrides=[f"experiment={experiment}", "profile=full",
-                                            *sorted((f"{k}={v}" for k, v in cell.items()), key=lambda o: "." in o)])
+        params.pop("seed", None)                         # a seed is a number: its values cannot differ in composing
+        cells = {tuple(sorted({**first, key: value}.items())) for key, values in params.items() for value in values}
+        for cell in sorted(cells) or [tuple(first.items())]:
+            compose("train", overrides=[f"experiment={experiment}", "profile=full",
+                                        *sorted((f"{k}={v}" for k, v in cell), key=lambda o: "." in o)])

@@ -305,7 +305,7 @@ def test_rejudge_reads_a_column_of_count_cells_and_judges_the_flops_claims_there
     assert set(result["commit"].split(",")) == {"6980a28", "c0ffee1"}   # the trained cells' and the count cells'
     assert any("tensorcoder_paper_size" in note for note in result["notes"])
     md = (tmp_path / "tables" / "tensorcoder_table3.quick.md").read_text()
-    assert "| GFLOPs at paper size | FLOPs ratio at paper size |" in md and "3.28 / 3.00" in md
+    assert "| GFLOPs at paper size | FLOPs ratio at paper size † |" in md and "3.28 / 3.00" in md
     for record in (tmp_path / "quick" / "tensorcoder_paper_size").glob("*/metrics.json"):   # count cells re-run
         record.write_text(record.read_text().replace("c0ffee1", "c0ffee2"))
     again = rejudge("tensorcoder_table3", "quick", tmp_path)
