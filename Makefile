@@ -34,11 +34,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install langrepr with its dev tools
 
-test: $(STAMP) ## the test suite (CPU, offline; slow/gpu/network tests excluded)
-	$(PY) -m pytest -m "not slow and not gpu and not network" -q
+TEST_WORKERS ?= 2
+test: $(STAMP) ## the test suite (CPU, offline; slow/gpu/network tests excluded; TEST_WORKERS=2 processes, 0 = one)
+	$(PY) -m pytest -m "not slow and not gpu and not network" -q -n $(TEST_WORKERS)
 
 test-all: $(STAMP) ## every test, slow ones included
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 lint: $(STAMP) ## ruff
 	$(PY) -m ruff check src tests scripts

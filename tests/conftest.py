@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-import langrepr.train  # noqa: F401  (registers the ${cell:} resolver Hydra needs to compose)
 from langrepr.confpaths import CONF_DIR
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -17,6 +17,14 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config):
+    """Register the ${cell:} resolver Hydra needs to compose, where tests run: not in pytest-xdist's controller
+    (`make test` runs two workers), which runs no test and would hold torch's ~0.4 GB for nothing."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        return
+    import langrepr.train  # noqa: F401
 
 
 @pytest.fixture(scope="session")
@@ -127,3 +135,28 @@ def ptb_root(tmp_path, monkeypatch) -> Path:
         (ptb / name).write_text("".join(f"the w{i % 13} of w{i % 7} N\n" for i in range(n)))
     monkeypatch.setenv("LANGREPR_DIGEST_CACHE", str(tmp_path / "digests.json"))
     return tmp_path / "data"
+
+
+# the bad-input and fault cases' tiny inputs (tests/bad_inputs.py), copied fresh for each case
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> dict:
+    from langrepr.data.patents.synthetic import generate
+
+    root = tmp_path_factory.mktemp("pristine")
+    generate(root / "export", n_train=60, n_test=12, n_subclasses=6, seed=1, shard_rows=32)
+    generate(root / "export_other", n_train=60, n_test=12, n_subclasses=6, seed=2, shard_rows=32)
+    ptb = root / "data" / "ptb"
+    ptb.mkdir(parents=True)
+    for name, n in [("ptb.train.txt", 120), ("ptb.valid.txt", 30), ("ptb.test.txt", 30)]:
+        (ptb / name).write_text("".join(f"the w{i % 13} of w{i % 7} N\n" for i in range(n)))
+    return {"root": root}
+
+
+@pytest.fixture
+def paths(pristine, tmp_path, monkeypatch) -> dict:
+    shutil.copytree(pristine["root"] / "export", tmp_path / "export")
+    shutil.copytree(pristine["root"] / "data", tmp_path / "data")
+    monkeypatch.setenv("LANGREPR_DIGEST_CACHE", str(tmp_path / "digests.json"))
+    return {"export": tmp_path / "export", "export_other": pristine["root"] / "export_other",
+            "ptb_root": tmp_path / "data", "ptb": tmp_path / "data" / "ptb", "cell": tmp_path / "out" / "cell",
+            "tmp": tmp_path}
