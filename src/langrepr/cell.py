@@ -57,6 +57,9 @@ from langrepr.errors import UserError
 # the training-step switches (conf/train.yaml, train.step_switches): how fast a step runs, not what it computes
 STEP_SWITCHES = ("compile", "pad_to_fixed", "sync_free", "fused_optimizer", "matmul_precision")
 NOT_IDENTITY = ("ckpt_path", "force", "logger", "table", "hydra", "supported_datasets", "seeds", *STEP_SWITCHES)
+# a node of facts about a dataset or pipeline (sizes and their sources, what a stage costs), wherever it sits
+# (`dataset.about`): read by the cost plan, never by a cell, so editing a fact keeps every cell's identity
+FACTS_NODE = "about"
 # what each non-train stage reads from the config (besides its seed); a train cell reads all of it
 STAGE_NODES = {"pipeline": ("pipeline",), "stats": ("stats",), "count": ("model.net", "count_net_kwargs")}
 
@@ -72,8 +75,24 @@ def _resolved(node: Any) -> Any:
         raise UserError(f"the config does not resolve: {' '.join(str(err).split()[:40])}") from None
 
 
+def _drop_facts(node: Any) -> None:
+    """Remove every `about:` node under a config or a plain container, in place (interpolations left unresolved)."""
+    if isinstance(node, DictConfig):
+        with open_dict(node):
+            node.pop(FACTS_NODE, None)
+        children = [node._get_node(key) for key in node]
+    elif isinstance(node, dict):
+        node.pop(FACTS_NODE, None)
+        children = list(node.values())
+    else:
+        return
+    for child in children:
+        if isinstance(child, (DictConfig, dict)) and not (isinstance(child, DictConfig) and child._is_interpolation()):
+            _drop_facts(child)
+
+
 def _without_locations(cfg: DictConfig) -> DictConfig:
-    """A copy of the config minus where and how the cell is written or shown (not what it computes)."""
+    """A copy of the config minus where and how the cell is written or shown (not what it computes), and its facts."""
     c = copy.deepcopy(cfg)
     with open_dict(c):
         for key in NOT_IDENTITY:
@@ -86,6 +105,7 @@ def _without_locations(cfg: DictConfig) -> DictConfig:
             c.callbacks.pop("progress", None)
         if c.get("trainer"):
             c.trainer.pop("enable_progress_bar", None)
+    _drop_facts(c)
     return c
 
 
@@ -176,6 +196,7 @@ def legacy_fingerprints(cfg: DictConfig) -> set[str]:
 def legacy_fingerprint(cfg: DictConfig) -> str:
     """The pre-digest fingerprint (unresolved config), accepted for cells finished before it changed."""
     plain = OmegaConf.to_container(cfg, resolve=False)
+    _drop_facts(plain)
     for key in ("paths", "ckpt_path", "force", "logger", "table", "supported_datasets", *STEP_SWITCHES):
         plain.pop(key, None)
     callbacks = plain.get("callbacks") or {}

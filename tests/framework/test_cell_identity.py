@@ -128,6 +128,27 @@ def test_count_and_stats_cells_hash_their_own_nodes(compose_cfg):
         compose_cfg("experiment=ewe_table2", "dataset=synthetic", "stats.coverage=0.8"))
 
 
+def test_an_about_node_is_no_part_of_any_fingerprint(compose_cfg):
+    """Facts (`about:`, wherever they sit: a dataset's sizes, a pipeline's cost) are the plan's, never a cell's."""
+    from omegaconf import OmegaConf
+
+    def fingerprints(cfg):
+        return cell.config_fingerprint(cfg), cell.cell_fingerprint(cfg), cell.legacy_fingerprint(cfg)
+
+    for overrides, edits in [
+            (("dataset=ag_news", "model=leam"), {"dataset.about.size.train": 1, "dataset.about.size.source": "x",
+                                                 "model.about": {"cost": "1 h"}}),
+            (("experiment=bitcipher_table1", "bitcipher_vectors=majority"), {"pipeline.about": {"cost": "1 h"}})]:
+        cfg = compose_cfg(*overrides)
+        before = fingerprints(cfg)
+        for key, value in edits.items():
+            OmegaConf.update(cfg, key, value, force_add=True)
+        assert fingerprints(cfg) == before, overrides
+        OmegaConf.update(cfg, "seed", int(cfg.seed) + 1)                 # a real setting still moves them all
+        assert all(a != b for a, b in zip(fingerprints(cfg), before)), overrides
+    assert "size" in compose_cfg("dataset=ag_news", "model=leam").dataset.about   # the node a train cell carries
+
+
 # ---------------------------------------------------------------- LEAM family: the classification readers
 
 def test_leam_family_cell_with_swapped_test_labels_is_not_reused(compose_cfg, tmp_path):

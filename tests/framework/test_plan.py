@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -270,3 +271,31 @@ def test_a_datamodule_training_cap_is_what_the_plan_counts():
     (quick,) = plan.stages(plan.compose_cell([*cell, "profile=quick"])[0])
     assert full.examples.startswith("14,041 sentences")
     assert quick.examples == "8,000 sentences (max_train_samples)"
+
+
+# Training-set sizes as they stood in langrepr.plan.facts.SIZES before they moved into each dataset's `about:` node
+TRAIN_SIZES = {"uspto": 1_900_000, "ptb": 929_589, "wikitext103": 103_227_021, "babylm10m": 10_000_000,
+               "wmt16": 4_548_885, "iwslt16": 206_000, "ag_news": 120_000, "dbpedia": 560_000, "yahoo": 1_400_000,
+               "yelp_polarity": 560_000, "yelp_full": 650_000, "nsmc_text": 150_000, "nsmc_style": 150_000,
+               "conll2003": 14_041, "mimic50": None}
+# Data sets with a datamodule and no size: their cells are planned at "unknown" steps per epoch
+UNSIZED = {"synthetic", "multi30k", "wmt16_slice", "ptb_causal"}
+
+
+def test_every_trained_data_set_keeps_its_size_in_its_about_node():
+    """A dataset config losing its `about: size:` (or a new one without it) would silently plan unknown steps."""
+    import yaml
+
+    from langrepr.confpaths import option_files
+
+    trained = {name for name, path in option_files("dataset").items()
+               if "datamodule" in (yaml.safe_load(path.read_text()) or {})}
+    assert trained - UNSIZED == set(TRAIN_SIZES) - {"nsmc_style"}     # nsmc_style reads nsmc_text's facts
+    for name, train in TRAIN_SIZES.items():
+        size = plan.size_of(name)
+        assert size["train"] == train and size["unit"] and size["source"], name
+        assert (ROOT / size["file"]).is_file() and "about:" in (ROOT / size["file"]).read_text(), name
+        for cited in re.findall(r"\b(?:conf|docs)/[\w./-]+", size["source"]):
+            assert (ROOT / cited.rstrip(".")).exists(), (name, cited)     # a source names a file that exists
+    assert [plan.labels_of(n) for n in ("uspto", "mimic50", "conll2003", "ag_news")] == [1328, 50, 9, None]
+    assert [plan.token_list_size(k) for k in ("bpe_base", "bpe_syllable", "dict_syllable")] == [37_027, 20_892, 37_822]

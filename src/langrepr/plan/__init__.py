@@ -8,8 +8,8 @@ that fits. Non-gradient cells (reference rows, token-list counts, Bit Cipher co-
 with their CPU nature and no GPU time. Writes `outputs/plan/<table>.{md,json}` and `outputs/plan/all.md`.
 
 How each number is made: `langrepr.plan.render.METHOD` (also printed in every plan). The package, by role:
-facts (GPU peaks, data sizes), workload, cells (sweep -> cells -> stages), measure (FLOPs), memory, timing, table,
-render, cli.
+facts (GPU peaks, downloads, and the reader of each dataset config's `about:` node: sizes, labels), workload,
+cells (sweep -> cells -> stages), measure (FLOPs), memory, timing, table, render, cli.
 """
 
 from __future__ import annotations
@@ -40,18 +40,19 @@ from langrepr.plan.facts import (  # noqa: F401
     DATASET_DOWNLOAD,
     DEFAULT_UTILISATION,
     DOWNLOADS,
+    FACTS_HOME,
     GIB,
     GPU_CLASSES,
     GPU_JSON_DIR,
-    LABELS,
     OUT_DIR,
     PEAK_SOURCE,
     PEAK_TFLOPS,
     RESERVE_GIB,
-    SIZES,
-    TOKEN_LISTS,
-    _zhang_sizes,
+    about,
+    labels_of,
     peak_for,
+    size_of,
+    token_list_size,
 )
 from langrepr.plan.measure import _MEASURED, measure, rnn_flops  # noqa: F401
 from langrepr.plan.memory import accumulation, memory_bytes, saved_activation_bytes  # noqa: F401

@@ -12,9 +12,9 @@ from langrepr.plan.facts import (
     COOCCURRENCE_TOKENS_PER_CPU_S,
     DATASET_DOWNLOAD,
     DOWNLOADS,
-    LABELS,
-    SIZES,
-    TOKEN_LISTS,
+    labels_of,
+    size_of,
+    token_list_size,
 )
 from langrepr.plan.workload import Stage, Workload
 
@@ -196,7 +196,7 @@ def train_stage(cfg: Any) -> Stage:
     dm = cfg.dataset.datamodule
     cls = get_class(cfg.model.net._target_).__name__
     batch = int(dm.batch_size)
-    size = SIZES.get(DATASET_DOWNLOAD.get(dataset, dataset), {"unit": "?", "train": None, "source": "unknown"})
+    size = size_of(dataset) or {"unit": "?", "train": None, "source": "unknown"}
     train = size.get("train")
     if train and size.get("val_fraction"):
         train = int(train * (1 - size["val_fraction"]))
@@ -207,14 +207,14 @@ def train_stage(cfg: Any) -> Stage:
     units_per_example = 1
     if cls == "HFSequenceClassifier":
         tok = cfg.model.tokenizer
-        labels = LABELS.get(dataset, (int(_sel(cfg, "count_net_kwargs.num_labels", 1328)), ""))[0]
+        labels = labels_of(dataset) or int(_sel(cfg, "count_net_kwargs.num_labels", 1328))
         shape = {"u": tok.get("u", tok.get("max_length")), "v": tok.get("v", 1), "labels": labels,
                  "vocab": tok.get("vocab_size", 0x10FFFF if "Codepoint" in tok._target_ else 256),
                  "bytes": "Byte" in tok._target_}
         work = Workload("hf_classifier", cfg.model.net, {"num_labels": labels}, shape)
     elif cls in ("LEAM", "SWEM", "KimCNN", "BiLSTM"):
         tok = cfg.model.tokenizer
-        labels = (LABELS[dataset][0] if dataset in LABELS else len(dm.class_names or []))
+        labels = labels_of(dataset) or len(dm.class_names or [])
         multilabel = bool(dm.get("multilabel", False)) or dataset == "uspto"
         vocab = int(tok.max_vocab)
         work = Workload("text_classifier", cfg.model.net, {"vocab_size": vocab, "num_labels": labels},
@@ -301,7 +301,7 @@ def grid_workload(cfg: Any, dataset: str) -> Workload:
     else:
         ids, vocab = [int(tok.max_length)], int(tok.get("vocab_size") or tok.get("max_vocab"))
     dm = cfg.dataset.datamodule
-    labels = LABELS[dataset][0] if dataset in LABELS else len(dm.get("class_names") or []) or 2
+    labels = labels_of(dataset) or len(dm.get("class_names") or []) or 2
     multilabel = bool(dm.get("multilabel", False)) or dataset in ("uspto", "synthetic")
     return Workload("grid_classifier", cfg.model.net, {"vocab_size": vocab, "num_labels": labels},
                     {"ids": ids, "vocab": vocab, "labels": labels, "multilabel": multilabel, **extra})
@@ -321,7 +321,7 @@ def grid_composition(cfg: Any) -> str | None:
 
 def multihot_shape(model: Any, token_list: str) -> tuple[int, dict]:
     """Token-list size and input shape of a multi-hot net: every group slot filled, the widest batch a list allows."""
-    vocab = TOKEN_LISTS[token_list]
+    vocab = token_list_size(token_list)
     group = 1 if token_list == "bpe_base" else int(model.max_group)
     return vocab, {"length": int(model.max_positions), "group": group, "vocab": vocab,
                    "pos_tags": int(model.num_pos_tags), "token_list": token_list}

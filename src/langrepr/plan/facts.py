@@ -1,9 +1,14 @@
-"""GPU classes (peak TFLOP/s, memory) and data facts (set sizes, labels, downloads) with their sources."""
+"""GPU classes (peak TFLOP/s, memory), downloads, and the reader of each dataset's facts (its YAML's `about:` node)."""
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import Path
+
+import yaml
+
+from langrepr.confpaths import option_files, option_path
 
 GIB = 2**30
 RESERVE_GIB = 1.0          # CUDA context, cuBLAS workspace, allocator slack and backward temporaries
@@ -37,46 +42,40 @@ def peak_for(device_name: str) -> dict | None:
     return None
 
 
-# ---------------------------------------------------------------- data facts (sizes with their sources)
+# ---------------------------------------------------------------- data facts (each in its dataset's `about:` node)
 
-def _zhang_sizes(name: str, train: int, test: int) -> dict:
-    """A Zhang et al. 2015 classification set: documents, 5% of train held out for validation."""
-    return {"unit": "documents", "train": train, "test": test, "val_fraction": 0.05,
-            "source": f"Zhang et al. 2015 (conf/dataset/{name}.yaml)"}
+# A dataset config whose facts live in another's file (the same official split read two ways)
+FACTS_HOME = {"nsmc_style": "nsmc_text"}
 
 
-# Training / evaluation sizes the step count needs, in the datamodule's unit. None = no source gives it.
-SIZES: dict[str, dict] = {
-    "uspto": {"unit": "documents", "train": 1_900_000, "test": 150_000, "val_fraction": 0.05,
-              "source": "train: EWE paper Table 2 ('Raw 1.9M'); test: the export's two halves of 2015, ~150k "
-                        "(issue 23; the paper tests on 14.5k + 15.4k)"},
-    "ptb": {"unit": "tokens", "train": 929_589, "val": 73_760, "test": 82_430, "vocab": 10_002,
-            "source": "Mikolov PTB counts with <eos> (shared/data/ptb/SOURCE.md); vocabulary 10k words + 2 specials"},
-    "wikitext103": {"unit": "tokens", "train": 103_227_021, "val": 217_646, "test": 245_569, "vocab": 267_737,
-                    "source": "Merity et al. 2016, Table 1 (vocabulary 267,735 + 2 specials)"},
-    "babylm10m": {"unit": "tokens", "train": 10_000_000, "vocab": 32_768,
-                  "source": "BabyLM strict-small: 10M words (the set's name); vocabulary cap of the config"},
-    "wmt16": {"unit": "sentence pairs", "train": 4_548_885, "val": 2_169, "test": 2_999,
-              "source": "HF card wmt/wmt16 de-en"},
-    "iwslt16": {"unit": "sentence pairs", "train": 206_000, "val": 888, "test": 8_079,
-                "source": "HF iwslt2017 en-de viewer (~206k / 888 / 8,079; the paper's IWSLT16: 197k pairs)"},
-    "ag_news": _zhang_sizes("ag_news", 120_000, 7_600),
-    "dbpedia": _zhang_sizes("dbpedia", 560_000, 70_000),
-    "yahoo": _zhang_sizes("yahoo", 1_400_000, 60_000),
-    "yelp_polarity": _zhang_sizes("yelp_polarity", 560_000, 38_000),
-    "yelp_full": _zhang_sizes("yelp_full", 650_000, 50_000),
-    "nsmc": {"unit": "reviews", "train": 150_000, "test": 50_000, "val_fraction": 0.05,
-             "source": "official split (multi-hot LM paper §3; conf/dataset/nsmc_text.yaml)"},
-    "conll2003": {"unit": "sentences", "train": 14_041, "val": 3_250, "test": 3_453,
-                  "source": "CoNLL-2003 English eng.train / testa / testb sentences (Tjong Kim Sang & De Meulder 2003)"},
-    "mimic50": {"unit": "notes", "train": None, "labels": 50,
-                "source": "unknown: no split size is recorded in the repository or the LEAM paper"},
-}
-# Runtime label counts (the datamodule passes them after reading data) known from the papers
-LABELS = {"uspto": (1328, "664 CPC subclasses x {First, Later}, EWE §5.3"), "mimic50": (50, "50 ICD-9 codes"),
-          "conll2003": (9, "IOB2 tags: O + B-/I- of PER, LOC, ORG, MISC")}
-# Multi-hot token-list sizes: the paper's Table 1 totals (conf/papers/multihot/dataset/modu_newspaper.yaml)
-TOKEN_LISTS = {"bpe_base": 37_027, "bpe_syllable": 20_892, "dict_syllable": 37_822}
+@lru_cache(maxsize=None)
+def about(dataset: str) -> dict:
+    """The `about:` node of a dataset config file ({} when it has none): facts the plan reads, never settings.
+
+    Read from the file alone, not from a composed config: a file that extends another through `defaults` would
+    otherwise inherit its parent's facts (mimic50 would take AG News's test size).
+    """
+    path = option_files("dataset").get(FACTS_HOME.get(dataset, dataset))
+    return ((yaml.safe_load(path.read_text()) or {}).get("about") or {}) if path else {}
+
+
+def size_of(dataset: str) -> dict | None:
+    """Training / evaluation sizes the step count needs, in the datamodule's unit, with the file they are kept in."""
+    size = about(dataset).get("size")
+    return None if size is None else {**size, "file": option_path("dataset", FACTS_HOME.get(dataset, dataset))}
+
+
+def labels_of(dataset: str) -> int | None:
+    """A label count the papers give (the datamodule only knows it after reading the data), or None."""
+    labels = about(dataset).get("labels")
+    return None if labels is None else int(labels["count"])
+
+
+def token_list_size(token_list: str) -> int:
+    """Multi-hot token-list size: the paper's Table 1 total, kept in the pretraining corpus's config."""
+    return int(about("modu_newspaper")["token_list_sizes"][token_list])
+
+
 # Bit Cipher co-occurrence on 2 CPU cores: Sum, V = 200k, idle machine (docs/bitcipher.md, make bench)
 COOCCURRENCE_TOKENS_PER_CPU_S = 1.42e6
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from langrepr.plan.facts import DATASET_DOWNLOAD, DOWNLOADS, GIB, SIZES
+from langrepr.plan.facts import DATASET_DOWNLOAD, DOWNLOADS, GIB, size_of
 from langrepr.plan.table import unique_stages
 
 # ---------------------------------------------------------------- rendering
@@ -116,12 +116,12 @@ def render_table(plan: dict) -> str:
         for key in plan["downloads"]:
             d = DOWNLOADS[key]
             lines.append(f"| {d['what']} | {d['size']} | {d['licence']} | {d['gated']} |")
-    sizes = sorted({DATASET_DOWNLOAD.get(c.get("dataset"), c.get("dataset")) for c in plan["cells"] if c["stages"]}
-                   & set(SIZES))
+    sizes = sorted({DATASET_DOWNLOAD.get(c["dataset"], c["dataset"]): size_of(c["dataset"])
+                    for c in plan["cells"] if c["stages"] and c.get("dataset") and size_of(c["dataset"])}.items())
     if sizes:
         lines += ["", "## Training-set sizes used", ""]
-        lines += [f"- {k}: {SIZES[k]['train']:,} {SIZES[k]['unit']} ({SIZES[k]['source']})"
-                  if SIZES[k].get("train") else f"- {k}: unknown ({SIZES[k]['source']})" for k in sizes]
+        lines += [f"- {k}: " + (f"{s['train']:,} {s['unit']}" if s.get("train") else "unknown")
+                  + f" ({s['source']}; {s['file']})" for k, s in sizes]
     if plan["findings"]:
         lines += ["", "## Findings", ""] + [f"- {f}" for f in plan["findings"]]
     lines += ["", "## Method", "", METHOD, ""]
