@@ -260,6 +260,9 @@ def test_dry_and_partial_renders_never_become_status_claims_or_report(outputs, t
         (outputs / "tables" / f"{stem}.json").write_text(json.dumps(dry))
         (outputs / "tables" / f"{stem}.md").write_text("# EWE T1 (dry)\n\n| | F1 |\n|---|---|\n| A | dry ✓ |\n")
     (outputs / "tables" / "broken.dry.json").write_text("{ cut")   # never read, so never an error either
+    (outputs / "figures").mkdir(exist_ok=True)   # `make tables` on a clone: the grid's heat map of no cell, kept aside
+    for name in ("grid.partial.png", "grid.quick.partial.png", "ewe_fig.dry.png"):
+        (outputs / "figures" / name).write_bytes(b"\x89PNG not a result")
     assert status_lines(outputs) == before["status"] and paper_claim_lines(outputs, "ewe") == before["claims"]
     build_report(outputs, root=root)
     assert (outputs / "report" / "report.md").read_text() == clean["md"]

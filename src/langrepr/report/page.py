@@ -44,7 +44,7 @@ def build_markdown(outputs: Path, img_dir: Path, page_dir: Path, previous: str =
     figure, caption = plot_scaling(outputs / "bench" / "tensorcoder_scaling.json", img_dir, previous)
     lines += ([f"![TensorCoder scaling]({rel(figure)})", ""] if figure else []) + [f"*{caption}*"]
     lines += ["", "## Benchmarks", "", *bench_section(outputs / "bench", previous)]
-    grid_maps = sorted((outputs / "figures").glob("grid.*.png"))
+    grid_maps = sorted(f for f in (outputs / "figures").glob("grid.*.png") if not f.stem.endswith(NOT_RESULTS))
     if grid_maps:   # the grid (issue 24, `make grid`): rows input x encoder, columns tasks
         lines += ["", "## The grid: gap to each column's floor", ""]
         for fig in grid_maps:
