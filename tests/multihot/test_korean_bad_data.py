@@ -27,9 +27,6 @@ def test_X23_a_missing_python_module_is_one_line_naming_it(tmp_path, capfd, monk
     monkeypatch.setitem(sys.modules, "kiwipiepy_model", None)         # `import kiwipiepy_model` fails
     import kiwipiepy
 
-    from langrepr.data.korean import morphemes
-    monkeypatch.setattr(morphemes, "_WORKER_KIWI", None)   # an earlier test's in-process analyser must not answer
-
     monkeypatch.setattr(kiwipiepy, "Kiwi", _kiwi_without_model)
     line = fails_with(capfd, [*KO, "profile=quick", f"dataset.corpus.path={corpus}", *out(tmp_path)])
     assert line.endswith(" needs the Python module 'kiwipiepy_model', which is not installed: pip install "

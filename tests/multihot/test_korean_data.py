@@ -44,6 +44,28 @@ def test_worker_processes_give_the_same_analysis(analysed):
     assert analyse(SENTENCES * 2, workers=2, chunk_size=2) == analysed * 2
 
 
+def test_the_caller_never_holds_the_analyser(analysed):
+    """Kiwi (0.8 GB once it has analysed text, and not freed when deleted) lives only in the analysis children."""
+    from langrepr.data.korean import morphemes
+
+    assert morphemes._WORKER_KIWI is None
+    assert ("영화", "NNG") in morphemes.dictionary_entries(("NNG",))
+    assert morphemes._WORKER_KIWI is None
+
+
+def test_an_analyser_that_cannot_start_fails_the_call(monkeypatch):
+    """A pool initializer that raises would restart its worker for ever; the caller gets the error instead."""
+    from langrepr.data.korean import morphemes
+
+    def broken():
+        raise ModuleNotFoundError("No module named 'kiwipiepy_model'", name="kiwipiepy_model")
+
+    monkeypatch.setattr(morphemes, "new_kiwi", broken)
+    with pytest.raises(ModuleNotFoundError) as err:
+        analyse(SENTENCES, workers=1)
+    assert err.value.name == "kiwipiepy_model"
+
+
 def test_analysis_is_cached_per_corpus(tmp_path, monkeypatch, analysed):
     first = cached_analysis("fixture", SENTENCES, tmp_path, workers=1)
     assert first == analysed and len(list((tmp_path / "korean_morphemes").glob("*.jsonl.gz"))) == 1

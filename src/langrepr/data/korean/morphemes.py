@@ -1,8 +1,11 @@
 """Morpheme analysis with kiwipiepy (standing in for the paper's UTagger, which is not public), cached per corpus.
 
 A sentence becomes a list of `(form, tag)` morphemes. Analysis runs in worker processes (one Kiwi per worker,
-started once) and is cached as gzip'd JSON lines keyed by the corpus key and the analyser version, so a second
-run of the same corpus reads the cache instead of re-analysing.
+started once per call) and is cached as gzip'd JSON lines keyed by the corpus key and the analyser version, so a
+second run of the same corpus reads the cache instead of re-analysing.
+
+The calling process never loads Kiwi: its model takes about 0.3 GB, 0.8 GB once it has analysed text, and deleting
+it frees little of that, so a cell that analysed its corpus in-process kept it for the rest of its run.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from langrepr.utils import open_mode
 
 Morpheme = tuple[str, str]
 _WORKER_KIWI = None
+_WORKER_ERROR: Exception | None = None
 
 
 def analyser_name() -> str:
@@ -43,15 +47,24 @@ def new_kiwi():
 
 
 def _init_worker() -> None:
-    global _WORKER_KIWI
+    global _WORKER_KIWI, _WORKER_ERROR
     if _WORKER_KIWI is None:
-        _WORKER_KIWI = new_kiwi()
+        try:
+            _WORKER_KIWI = new_kiwi()
+        except Exception as err:  # noqa: BLE001  (re-raised by the first task, in the caller: a pool whose
+            _WORKER_ERROR = err   # initializer raises restarts its worker for ever instead of failing)
+
+
+def _worker_kiwi():
+    if _WORKER_ERROR is not None:
+        raise _WORKER_ERROR
+    return _WORKER_KIWI
 
 
 def _analyse_chunk(sentences: Sequence[str], offsets: bool = False) -> list[list]:
     out = []
     for sentence in sentences:
-        tokens = _WORKER_KIWI.tokenize(sentence) if sentence.strip() else []
+        tokens = _worker_kiwi().tokenize(sentence) if sentence.strip() else []
         if offsets:   # (form, tag, start, end): character span in the input, to map answers back to raw text
             out.append([(t.form, base_tag(t.tag), t.start, t.end) for t in tokens])
         else:
@@ -61,18 +74,20 @@ def _analyse_chunk(sentences: Sequence[str], offsets: bool = False) -> list[list
 
 def analyse(sentences: Sequence[str], workers: int = 2, chunk_size: int = 256, offsets: bool = False
             ) -> list[list]:
-    """Morphemes with POS tags for every sentence, in order, using `workers` processes (1 = in-process).
+    """Morphemes with POS tags for every sentence, in order, using `workers` child processes (at least one).
 
-    The model is loaded once in this process; forked workers share it (copy-on-write) instead of each loading
-    the 100 MB model again. Where fork is unavailable, spawned workers load their own.
+    Each child loads its own Kiwi (about a second) and frees it when the call ends (see the module docstring).
     """
     chunks = [sentences[i:i + chunk_size] for i in range(0, len(sentences), chunk_size)]
-    _init_worker()
-    if workers <= 1 or len(chunks) <= 1:
-        return [m for chunk in chunks for m in _analyse_chunk(chunk, offsets)]
-    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-    with mp.get_context(method).Pool(workers, initializer=_init_worker) as pool:
+    if not chunks:
+        return []
+    with _analyser_pool(min(max(workers, 1), len(chunks))) as pool:
         return [m for part in pool.imap(functools.partial(_analyse_chunk, offsets=offsets), chunks) for m in part]
+
+
+def _analyser_pool(workers: int):
+    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    return mp.get_context(method).Pool(workers, initializer=_init_worker)
 
 
 def corpus_key(name: str, sentences: Sequence[str]) -> str:
@@ -123,9 +138,15 @@ def dictionary_entries(tags: tuple[str, ...]) -> frozenset[Morpheme]:
     """Single-word `(form, tag)` entries of the analyser's built-in dictionary with the given base tags.
 
     Multi-word entries (Kiwi's compound-noun dictionary, forms with a space) are left out, as the paper leaves
-    out compound nouns. Kiwi does not mark single-word compounds, so those remain [inferred].
+    out compound nouns. Kiwi does not mark single-word compounds, so those remain [inferred]. Read in a child
+    process, like the analysis (the module docstring says why).
     """
-    kiwi, wanted, out, index = new_kiwi(), set(tags), set(), 0
+    with _analyser_pool(1) as pool:
+        return pool.apply(_dictionary_entries, (tags,))
+
+
+def _dictionary_entries(tags: tuple[str, ...]) -> frozenset[Morpheme]:
+    kiwi, wanted, out, index = _worker_kiwi(), set(tags), set(), 0
     while True:
         try:
             m = kiwi.morpheme(index)
