@@ -7,7 +7,9 @@ it does; the README's "Adding a table" section points here.
 
 `rows`, `claims` and `notes` are lists or mappings keyed by an id (`normalised`): Hydra replaces a list whole but
 merges a mapping, so a profile overlay keyed by id changes one entry (or drops it with a null) without restating
-the others, and an entry added to the experiment file reaches every profile.
+the others, and an entry added to the experiment file reaches every profile. A claim the paper makes of every
+data set is one entry with `columns` (`all` or a list), repeated per column; a profile that runs fewer columns
+names them once in `claim_columns`.
 """
 
 from __future__ import annotations
@@ -237,8 +239,59 @@ def normalised(raw: dict) -> dict:
         entries = raw.get(name)
         if not isinstance(entries, dict):
             continue
+        if name == "claims":
+            entries = _sources_resolved(entries, raw.get("name", "?"))
         out[name] = [({id_field: id_, **value} if id_field and isinstance(value, dict) and id_field not in value
                       else value) for id_, value in entries.items() if value is not None]
+    judged = out.pop("claim_columns", None)
+    if judged is not None or any(isinstance(c, dict) and "columns" in c for c in out.get("claims") or []):
+        out["claims"] = _per_column(out.get("claims") or [], [c.get("name") for c in out.get("columns") or []],
+                                    judged, raw.get("name", "?"))
+    return out
+
+
+def _sources_resolved(claims: dict, table: str) -> dict:
+    """Keyed claims with `source_of: <id>` given that claim's `source` (one quoted sentence, written once)."""
+    out = {}
+    for id_, claim in claims.items():
+        if isinstance(claim, dict) and "source_of" in claim:
+            other = claims.get(claim["source_of"])
+            if not isinstance(other, dict) or not other.get("source"):
+                raise UserError(f"table `{table}` claim {id_!r}: source_of {claim['source_of']!r} names no claim with "
+                                f"a source (claims: {', '.join(k for k, v in claims.items() if v)})")
+            claim = {**{k: v for k, v in claim.items() if k != "source_of"}, "source": other["source"]}
+        out[id_] = claim
+    return out
+
+
+def _per_column(claims: list, columns: list[str], judged: list[str] | None, table: str) -> list:
+    """Each claim with `columns` once per column (of those in `claim_columns`, when the profile names them).
+
+    Its text is prefixed with the column's name ("AG News: LEAM is better than ..."), and `a` / `b` name a row
+    only: the column is the one it is repeated for.
+    """
+    for name in judged or []:
+        if name not in columns:
+            raise UserError(f"table `{table}` claim_columns: {name!r} is not a column ({', '.join(columns)})")
+    out = []
+    for claim in claims:
+        if not isinstance(claim, dict) or "columns" not in claim:
+            out.append(claim)
+            continue
+        over = columns if claim["columns"] == "all" else list(claim["columns"])
+        for column in over:
+            if judged is not None and column not in judged:
+                continue
+            one = {k: v for k, v in claim.items() if k != "columns"}
+            one["text"] = f"{column}: {claim['text']}"
+            for side in ("a", "b"):
+                if claim.get(side):
+                    row = claim[side]
+                    if not isinstance(row, str):
+                        raise UserError(f"table `{table}` claim {claim['text']!r}: with `columns`, {side} names a row "
+                                        f"only (got {row!r})")
+                    one[side] = [row, column]
+            out.append(one)
     return out
 
 

@@ -43,3 +43,52 @@ def test_a_keyed_overlay_changes_its_entries_only():
     assert quick[0].startswith("Quick scale") and full[0].startswith("Learning floor")
     assert not any(n.startswith("Full profile") for n in quick) and any(n.startswith("Full profile") for n in full)
     assert [n for n in full if not n.startswith("Full profile")] == quick[3:]
+
+
+TWO = [{"name": "Yahoo", "metric": "test/acc"}, {"name": "AG News", "metric": "test/acc"}]
+ROWS = {"LEAM": {"match": {"model": "leam"}}, "SWEM": {"match": {"model": "swem"}},
+        "BoW": {"match": {"model": "bow"}, "reference": True}}
+
+
+def test_a_claim_with_columns_is_the_sentence_said_of_each_column():
+    raw = {"name": "t", "title": "T", "columns": TWO, "rows": ROWS, "claims": {
+        "bow": {"text": "LEAM beats BoW", "a": "LEAM", "op": "gt", "b": "BoW", "columns": "all", "source": "§2 'all'"},
+        "swem": {"text": "SWEM beats BoW", "a": "SWEM", "op": "gt", "b": "BoW", "columns": ["AG News"],
+                 "source_of": "bow"}}}
+    claims = TableSpec.parse(raw).claims
+    assert [(c.text, c.a, c.b, c.source) for c in claims] == [
+        ("Yahoo: LEAM beats BoW", ["LEAM", "Yahoo"], ["BoW", "Yahoo"], "§2 'all'"),
+        ("AG News: LEAM beats BoW", ["LEAM", "AG News"], ["BoW", "AG News"], "§2 'all'"),
+        ("AG News: SWEM beats BoW", ["SWEM", "AG News"], ["BoW", "AG News"], "§2 'all'")]
+
+
+def test_claim_columns_keep_a_profiles_columns_and_a_wrong_name_is_one_line():
+    raw = {"name": "t", "title": "T", "columns": TWO, "rows": ROWS, "claim_columns": ["AG News"], "claims": {
+        "bow": {"text": "LEAM beats BoW", "a": "LEAM", "op": "gt", "b": "BoW", "columns": "all", "source": "s"},
+        "cell": {"text": "Yahoo: SWEM beats BoW", "a": ["SWEM", "Yahoo"], "op": "gt", "b": ["BoW", "Yahoo"]}}}
+    assert [c.text for c in TableSpec.parse(raw).claims] == ["AG News: LEAM beats BoW", "Yahoo: SWEM beats BoW"]
+    with pytest.raises(UserError, match="claim_columns: 'AG' is not a column"):
+        TableSpec.parse({**raw, "claim_columns": ["AG"]})
+    with pytest.raises(UserError, match="source_of 'nope' names no claim"):
+        TableSpec.parse({**raw, "claims": {"x": {"text": "t", "a": "LEAM", "op": "gt", "b": "BoW", "columns": "all",
+                                                 "source_of": "nope"}}})
+    with pytest.raises(UserError, match="with `columns`, a names a row only"):
+        TableSpec.parse({**raw, "claims": {"x": {"text": "t", "a": ["LEAM", "Yahoo"], "op": "gt", "b": "BoW",
+                                                 "columns": "all"}}})
+
+
+def test_leam_table2_says_each_claim_once_and_keeps_its_70_lines_and_its_quick_order():
+    """Issue 34: the 70 claim lines of LEAM Table 2 from 17 entries; the quick table (AG News) in its committed order."""
+    import json
+
+    import yaml
+
+    from langrepr.confpaths import CONF_DIR
+    from langrepr.tables import experiment_config, table_spec
+
+    entries = yaml.safe_load((CONF_DIR / "papers/leam/tables/leam_table2.yaml").read_text())["claims"]
+    assert len([e for e in entries.values() if e]) == 17
+    assert len(table_spec(experiment_config("leam_table2", "full"), "leam_table2")["claims"]) == 70
+    quick = [c["text"] for c in table_spec(experiment_config("leam_table2", "quick"), "leam_table2")["claims"]]
+    committed = json.loads((CONF_DIR.parent / "outputs/tables/leam_table2.quick.json").read_text())["claims"]
+    assert quick == [c["text"] for c in committed]
