@@ -39,7 +39,7 @@ from langrepr.plan.facts import (  # noqa: F401
     COOCCURRENCE_TOKENS_PER_CPU_S,
     DATASET_DOWNLOAD,
     DEFAULT_UTILISATION,
-    DOWNLOADS,
+    downloads,
     FACTS_HOME,
     GIB,
     GPU_CLASSES,

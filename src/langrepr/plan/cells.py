@@ -11,7 +11,7 @@ from langrepr.build import compose
 from langrepr.plan.facts import (
     COOCCURRENCE_TOKENS_PER_CPU_S,
     DATASET_DOWNLOAD,
-    DOWNLOADS,
+    downloads,
     labels_of,
     size_of,
     token_list_size,
@@ -72,7 +72,7 @@ def dataset_name(cfg: Any) -> str:
 
 
 def data_needs(cfg: Any) -> set[str]:
-    """DOWNLOADS keys the cell reads."""
+    """The `downloads()` keys of the data the cell reads."""
     stage, target = cfg.get("stage", "train"), str(_sel(cfg, "pipeline._target_", ""))
     if stage == "count" or target.endswith("time_training_iterations"):
         return set()
@@ -87,13 +87,13 @@ def data_needs(cfg: Any) -> set[str]:
             needs.add("nsmc")
         return needs
     name = DATASET_DOWNLOAD.get(dataset_name(cfg), dataset_name(cfg))
-    needs = {name} if name in DOWNLOADS else set()
+    needs = {name} if name in downloads() else set()
     task = _sel(cfg, "downstream")       # a multi-hot fine-tuning train cell reads its task's data too
     if task is not None:
         needs.add({"korquad": "korquad", "ner": "modu_ner", "srl": "modu_srl", "nsmc": "nsmc"}.get(str(task), ""))
     elif str(_sel(cfg, "dataset.datamodule._target_", "")).endswith("KorQuADDataModule"):
         needs.add("korquad")
-    return needs & set(DOWNLOADS)
+    return needs & set(downloads())
 
 
 def cpu_nature(cfg: Any) -> str:

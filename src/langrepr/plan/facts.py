@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from langrepr.confpaths import option_files, option_path
+from langrepr.cell import FACTS_NODE
+from langrepr.confpaths import CONF_DIR, option_files, option_path
 
 GIB = 2**30
 RESERVE_GIB = 1.0          # CUDA context, cuBLAS workspace, allocator slack and backward temporaries
@@ -79,57 +81,34 @@ def token_list_size(token_list: str) -> int:
 # Bit Cipher co-occurrence on 2 CPU cores: Sum, V = 200k, idle machine (docs/bitcipher.md, make bench)
 COOCCURRENCE_TOKENS_PER_CPU_S = 1.42e6
 
-# What each table downloads. size/licence "unknown" where no source in the repository or a dataset card gives it.
-DOWNLOADS: dict[str, dict] = {
-    "uspto": {"what": "USPTO grants 2006-2015, BigQuery export (python -m langrepr.data.patents.uspto export)",
-              "size": "unknown (the query scans several hundred GiB of patents-public-data, a few dollars; docs/ewe.md)",
-              "licence": "CC BY 4.0 (Google Patents Public Data; shared/data/uspto/SOURCE.md)",
-              "gated": "needs a GCP project with BigQuery billing"},
-    "ptb": {"what": "PTB word-level (hub ptb-text-only/ptb_text_only or a local copy)",
-            "size": "5.1 MB train + 0.4 + 0.45 MB (shared/data/ptb/SOURCE.md)",
-            "licence": "LDC-derived, research use (shared/data/ptb/SOURCE.md)", "gated": "no"},
-    "wikitext103": {"what": "WikiText-103 (hub Salesforce/wikitext, wikitext-103-v1)",
-                    "size": "~312 MB parquet (hub file list)", "licence": "CC BY-SA 3.0 / GFDL (hub card)",
-                    "gated": "no"},
-    "wmt16": {"what": "WMT16 En-De (hub wmt/wmt16 de-en)", "size": "827 MB download (hub card)",
-              "licence": "unknown (hub card: unknown)", "gated": "no"},
-    "iwslt16": {"what": "IWSLT En-De (hub IWSLT/iwslt2017 en-de, stand-in for IWSLT16)",
-                "size": "16 MB download (hub card, de-en)", "licence": "CC BY-NC-ND 4.0 (hub card)",
-                "gated": "no"},
-    "babylm10m": {"what": "BabyLM 2024 10M (hub AlienKevin/BabyLM_2024_10M)",
-                  "size": "~101 MB parquet (train 33.9 + dev 35.7 + test 31.9 MB; hub file list)",
-                  "licence": "unknown (the card states none)", "gated": "no"},
-    "ag_news": {"what": "AG News (hub fancyzhx/ag_news)", "size": "~29 MB train.csv (shared/data/agnews/SOURCE.md)",
-                "licence": "non-commercial research (the set's readme.txt; shared/data/agnews/SOURCE.md)",
-                "gated": "no"},
-    "dbpedia": {"what": "DBpedia-14 (hub fancyzhx/dbpedia_14)", "size": "unknown", "licence": "unknown",
-                "gated": "no"},
-    "yahoo": {"what": "Yahoo! Answers topics (hub community-datasets/yahoo_answers_topics)",
-              "size": "319 MB download (hub card)", "licence": "unknown (hub card: unknown)", "gated": "no"},
-    "yelp_polarity": {"what": "Yelp polarity (hub fancyzhx/yelp_polarity)", "size": "unknown",
-                      "licence": "unknown", "gated": "no"},
-    "yelp_full": {"what": "Yelp full (hub Yelp/yelp_review_full)", "size": "unknown", "licence": "unknown",
-                  "gated": "no"},
-    "nsmc": {"what": "NSMC official split (hub e9t/nsmc)", "size": "unknown (>= 4 MiB; shared/data/nsmc/SOURCE.md)",
-             "licence": "CC0 1.0 (shared/data/nsmc/SOURCE.md)", "gated": "no"},
-    "mimic50": {"what": "MIMIC-III discharge summaries, 50 codes (CAML split, local LANGREPR_MIMIC_DIR)",
-                "size": "unknown", "licence": "PhysioNet credentialed access", "gated": "yes (licence-gated)"},
-    "modu_newspaper": {"what": "NIKL MODU newspaper corpus (local export)", "size": "16 GB (multi-hot LM paper §3)",
-                       "licence": "NIKL agreement", "gated": "yes (request at corpus.korean.go.kr)"},
-    "modu_ner": {"what": "NIKL MODU NER corpus (local JSON)", "size": "unknown", "licence": "NIKL agreement",
-                 "gated": "yes (request at corpus.korean.go.kr)"},
-    "modu_srl": {"what": "NIKL MODU SRL corpus (local JSON)", "size": "unknown", "licence": "NIKL agreement",
-                 "gated": "yes (request at corpus.korean.go.kr)"},
-    "korquad": {"what": "KorQuAD v1.0 (hub KorQuAD/squad_kor_v1)", "size": "~38 MB train + 3.9 MB dev "
-                "(shared/data/korquad1/SOURCE.md)", "licence": "CC BY-ND 2.0 KR (shared/data/korquad1/SOURCE.md)",
-                "gated": "no"},
-    "c4": {"what": "C4 en (hub allenai/c4, streamed up to the cell's max_tokens)",
-           "size": "streamed; the whole en variant is 305 GB (allenai/c4 README)", "licence": "ODC-BY (hub card)",
-           "gated": "no"},
-    "conll2003": {"what": "CoNLL-2003 English NER (local copy)", "size": "unknown",
-                  "licence": "Reuters RCV1 terms, research only (shared/data/conll2003/SOURCE.md)",
-                  "gated": "Reuters corpus agreement for the official build"},
-    "gum": {"what": "UD English GUM r2.5 (local copy)", "size": "unknown",
-            "licence": "CC BY-NC-SA 4.0 (shared/data/ud_english_gum/SOURCE.md)", "gated": "no"},
-}
-DATASET_DOWNLOAD = {"nsmc_text": "nsmc", "nsmc_style": "nsmc"}   # dataset config name -> DOWNLOADS key
+def downloads() -> dict[str, dict]:
+    """What a table may download ({what, size, licence, gated} per data set), from the `about.downloads` nodes of
+    the config files that read the data (a dataset's file; the Bit Cipher probe pipeline for C4 and GUM), wherever
+    in the file the node sits. size / licence say "unknown" where no source in the repository or a card gives it.
+    """
+    return dict(_downloads())
+
+
+@lru_cache(maxsize=1)
+def _downloads() -> tuple:
+    found: dict[str, dict] = {}
+    for path in sorted(CONF_DIR.rglob("*.yaml")):
+        for key, facts in _download_nodes(yaml.safe_load(path.read_text())):
+            if key in found:
+                raise ValueError(f"{path.relative_to(CONF_DIR)}: the download {key!r} is described in two files")
+            found[key] = facts
+    return tuple(found.items())
+
+
+def _download_nodes(node: Any) -> list[tuple[str, dict]]:
+    if not isinstance(node, dict):
+        return []
+    about = node.get(FACTS_NODE)
+    out = list((about.get("downloads") or {}).items()) if isinstance(about, dict) else []
+    for key, child in node.items():
+        if key != FACTS_NODE:
+            out += _download_nodes(child)
+    return out
+
+
+DATASET_DOWNLOAD = {"nsmc_text": "nsmc", "nsmc_style": "nsmc"}   # dataset config name -> downloads() key

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from langrepr.plan.facts import DATASET_DOWNLOAD, DOWNLOADS, GIB, size_of
+from langrepr.plan.facts import DATASET_DOWNLOAD, GIB, downloads, size_of
 from langrepr.plan.table import unique_stages
 
 # ---------------------------------------------------------------- rendering
@@ -114,7 +114,7 @@ def render_table(plan: dict) -> str:
     if plan["downloads"]:
         lines += ["", "## Data to download", "", "| data | size | licence | gated |", "|---|---|---|---|"]
         for key in plan["downloads"]:
-            d = DOWNLOADS[key]
+            d = downloads()[key]
             lines.append(f"| {d['what']} | {d['size']} | {d['licence']} | {d['gated']} |")
     sizes = sorted({DATASET_DOWNLOAD.get(c["dataset"], c["dataset"]): size_of(c["dataset"])
                     for c in plan["cells"] if c["stages"] and c.get("dataset") and size_of(c["dataset"])}.items())
