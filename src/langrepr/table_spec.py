@@ -9,7 +9,8 @@ it does; the README's "Adding a table" section points here.
 merges a mapping, so a profile overlay keyed by id changes one entry (or drops it with a null) without restating
 the others, and an entry added to the experiment file reaches every profile. A claim the paper makes of every
 data set is one entry with `columns` (`all` or a list), repeated per column; a profile that runs fewer columns
-names them once in `claim_columns`.
+names them once in `claim_columns`. A quoted sentence several claims rest on is written once in `sources` and
+named by `source_of`.
 """
 
 from __future__ import annotations
@@ -240,9 +241,10 @@ def normalised(raw: dict) -> dict:
         if not isinstance(entries, dict):
             continue
         if name == "claims":
-            entries = _sources_resolved(entries, raw.get("name", "?"))
+            entries = _sources_resolved(entries, raw.get("sources") or {}, raw.get("name", "?"))
         out[name] = [({id_field: id_, **value} if id_field and isinstance(value, dict) and id_field not in value
                       else value) for id_, value in entries.items() if value is not None]
+    out.pop("sources", None)
     judged = out.pop("claim_columns", None)
     if judged is not None or any(isinstance(c, dict) and "columns" in c for c in out.get("claims") or []):
         out["claims"] = _per_column(out.get("claims") or [], [c.get("name") for c in out.get("columns") or []],
@@ -250,16 +252,20 @@ def normalised(raw: dict) -> dict:
     return out
 
 
-def _sources_resolved(claims: dict, table: str) -> dict:
-    """Keyed claims with `source_of: <id>` given that claim's `source` (one quoted sentence, written once)."""
+def _sources_resolved(claims: dict, sources: dict, table: str) -> dict:
+    """Keyed claims with `source_of: <id>` given that source: an entry of the table's `sources` (a quoted sentence
+    several claims rest on, written once; it stays when a profile drops some of them) or another claim's `source`."""
     out = {}
     for id_, claim in claims.items():
         if isinstance(claim, dict) and "source_of" in claim:
-            other = claims.get(claim["source_of"])
-            if not isinstance(other, dict) or not other.get("source"):
-                raise UserError(f"table `{table}` claim {id_!r}: source_of {claim['source_of']!r} names no claim with "
-                                f"a source (claims: {', '.join(k for k, v in claims.items() if v)})")
-            claim = {**{k: v for k, v in claim.items() if k != "source_of"}, "source": other["source"]}
+            ref = claim["source_of"]
+            other = claims.get(ref)
+            source = sources.get(ref) or (other.get("source") if isinstance(other, dict) else None)
+            if not source:
+                raise UserError(f"table `{table}` claim {id_!r}: source_of {ref!r} names no entry of `sources` "
+                                f"({', '.join(sources) or 'none'}) and no claim with a source "
+                                f"({', '.join(k for k, v in claims.items() if v)})")
+            claim = {**{k: v for k, v in claim.items() if k != "source_of"}, "source": source}
         out[id_] = claim
     return out
 

@@ -69,7 +69,7 @@ def test_claim_columns_keep_a_profiles_columns_and_a_wrong_name_is_one_line():
     assert [c.text for c in TableSpec.parse(raw).claims] == ["AG News: LEAM beats BoW", "Yahoo: SWEM beats BoW"]
     with pytest.raises(UserError, match="claim_columns: 'AG' is not a column"):
         TableSpec.parse({**raw, "claim_columns": ["AG"]})
-    with pytest.raises(UserError, match="source_of 'nope' names no claim"):
+    with pytest.raises(UserError, match="source_of 'nope' names no entry of `sources`"):
         TableSpec.parse({**raw, "claims": {"x": {"text": "t", "a": "LEAM", "op": "gt", "b": "BoW", "columns": "all",
                                                  "source_of": "nope"}}})
     with pytest.raises(UserError, match="with `columns`, a names a row only"):
@@ -92,3 +92,11 @@ def test_leam_table2_says_each_claim_once_and_keeps_its_70_lines_and_its_quick_o
     quick = [c["text"] for c in table_spec(experiment_config("leam_table2", "quick"), "leam_table2")["claims"]]
     committed = json.loads((CONF_DIR.parent / "outputs/tables/leam_table2.quick.json").read_text())["claims"]
     assert quick == [c["text"] for c in committed]
+
+
+def test_a_shared_source_stays_when_a_profile_drops_the_claim_that_quoted_it():
+    raw = {"name": "t", "title": "T", "columns": TWO, "rows": ROWS, "sources": {"s4": "§4 'Cat wins'"}, "claims": {
+        "yahoo": None,
+        "ag": {"text": "AG: LEAM beats BoW", "a": ["LEAM", "AG News"], "op": "gt", "b": ["BoW", "AG News"],
+               "source_of": "s4"}}}
+    assert [c.source for c in TableSpec.parse(raw).claims] == ["§4 'Cat wins'"]
