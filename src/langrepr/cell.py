@@ -49,7 +49,7 @@ from langrepr.cell_lifecycle import (  # noqa: F401
     resume_point,
     reusable,
 )
-from langrepr.confpaths import CONF_DIR
+from langrepr.confpaths import CONF_DIR, FACTS_NODE
 from langrepr.data.integrity import source_contents, source_digest
 from langrepr.errors import UserError
 
@@ -57,9 +57,8 @@ from langrepr.errors import UserError
 # the training-step switches (conf/train.yaml, train.step_switches): how fast a step runs, not what it computes
 STEP_SWITCHES = ("compile", "pad_to_fixed", "sync_free", "fused_optimizer", "matmul_precision")
 NOT_IDENTITY = ("ckpt_path", "force", "logger", "table", "hydra", "supported_datasets", "seeds", *STEP_SWITCHES)
-# a node of facts about a dataset or pipeline (sizes and their sources, what a stage costs), wherever it sits
-# (`dataset.about`): read by the cost plan, never by a cell, so editing a fact keeps every cell's identity
-FACTS_NODE = "about"
+# FACTS_NODE (langrepr.confpaths): a node of facts about a dataset or pipeline (sizes and their sources, downloads),
+# wherever it sits (`dataset.about`): read by the cost plan, never by a cell, and dropped before hashing
 # what each non-train stage reads from the config (besides its seed); a train cell reads all of it
 STAGE_NODES = {"pipeline": ("pipeline",), "stats": ("stats",), "count": ("model.net", "count_net_kwargs")}
 

@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 PAPERS = "papers"   # conf/papers/<paper>/<group>/<option>.yaml: one paper's options, on Hydra's search path
 # bytes of one cell folder name: a file system allows 255, and force=true moves a cell to `<name>@<time>` (+16)
+FACTS_NODE = "about"   # a node of facts (sizes, sources, downloads) wherever it sits: read by the plan, no part of identity
 MAX_CELL_NAME = 200
 SHORTENED = "~"   # the mark of a shortened cell name: `<whole overrides that fit>,~<sha256 of the full name>`
 SLASH = "%2F"   # a '/' of an override, in a cell folder name (a file name cannot hold '/')

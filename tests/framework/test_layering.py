@@ -51,8 +51,9 @@ def test_a_layer_imports_nothing_it_must_not_know(layer):
     assert not broken, "\n".join(broken)
 
 
-def test_rendering_starts_without_torch():
-    code = ("import sys, langrepr.tables, langrepr.report, langrepr.verdicts, langrepr.table_spec; "
+def test_rendering_and_the_plan_start_without_torch():
+    """Importing Lightning costs about 9 s of CPU here: a table, the report or the plan must not pay it."""
+    code = ("import sys, langrepr.tables, langrepr.report, langrepr.verdicts, langrepr.table_spec, langrepr.plan; "
             "heavy = [m for m in ('torch', 'pytorch_lightning', 'transformers', 'langrepr.train') if m in sys.modules]; "
             "print(heavy); sys.exit(1 if heavy else 0)")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

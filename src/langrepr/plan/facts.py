@@ -9,8 +9,7 @@ from typing import Any
 
 import yaml
 
-from langrepr.cell import FACTS_NODE
-from langrepr.confpaths import CONF_DIR, option_files, option_path
+from langrepr.confpaths import CONF_DIR, FACTS_NODE, option_files, option_path
 
 GIB = 2**30
 RESERVE_GIB = 1.0          # CUDA context, cuBLAS workspace, allocator slack and backward temporaries
