@@ -5,11 +5,12 @@ A table spec is assembled by Hydra from the experiment file, its profile overlay
 naming the key and the keys that exist, not a KeyError deep in the renderer. Each field's docstring says what
 it does; the README's "Adding a table" section points here.
 
-`rows`, `claims` and `notes` are lists or mappings keyed by an id (`normalised`): Hydra replaces a list whole but
-merges a mapping, so a profile overlay keyed by id changes one entry (or drops it with a null) without restating
-the others, and an entry added to the experiment file reaches every profile. A claim the paper makes of every
-data set is one entry with `columns` (`all` or a list), repeated per column; a profile that runs fewer columns
-names them once in `claim_columns`. A quoted sentence several claims rest on is written once in `sources` and
+`columns`, `rows`, `claims` and `notes` are lists or mappings keyed by an id (`normalised`): Hydra replaces a list
+whole but merges a mapping, so a profile overlay keyed by id changes one entry (or drops it with a null) without
+restating the others, and an entry added to the experiment file reaches every profile; a table built on another
+(TensorCoder Table 3 on Table 2) states only what differs. A claim the paper makes of every data set is one entry
+with `columns` (`all` or a list), repeated per column; a profile that runs fewer columns names them once in
+`claim_columns`. A quoted sentence several claims rest on is written once in `sources` and
 named by `source_of`.
 """
 
@@ -23,7 +24,7 @@ from typing import Any
 from langrepr.errors import UserError
 
 ROLES = ("floor", "ceiling", "comparator")
-KEYED = {"rows": "key", "claims": None, "notes": None}   # list fields that may be a mapping keyed by id: the id's field
+KEYED = {"columns": "name", "rows": "key", "claims": None, "notes": None}   # lists that may be keyed by id: the id's field
 OPS = ("lt", "gt", "le", "ge", "ratio_ge", "ratio_le", "approx", "equiv", "stabler")
 
 
@@ -229,11 +230,12 @@ class TableSpec:
 
 
 def normalised(raw: dict) -> dict:
-    """The `table:` node with `rows`, `claims` and `notes` as lists, whichever form the files wrote them in.
+    """The `table:` node with `columns`, `rows`, `claims` and `notes` as lists, whichever form the files wrote them in.
 
     A mapping keyed by id becomes its values in insertion order (the experiment's entries, then those an overlay
-    adds); a null value removes that entry (an overlay dropping a claim). A row's id is its `key` unless it
-    names one. A list stays as it is.
+    adds); a null value removes that entry (an overlay dropping a claim), a null field the field (a stand-in profile
+    dropping a row's paper numbers). A row's id is its `key` and a column's its
+    `name`, unless the entry names one. A list stays as it is.
     """
     out = dict(raw)
     for name, id_field in KEYED.items():
@@ -242,14 +244,19 @@ def normalised(raw: dict) -> dict:
             continue
         if name == "claims":
             entries = _sources_resolved(entries, raw.get("sources") or {}, raw.get("name", "?"))
-        out[name] = [({id_field: id_, **value} if id_field and isinstance(value, dict) and id_field not in value
-                      else value) for id_, value in entries.items() if value is not None]
+        out[name] = [({id_field: id_, **_set(value)} if id_field and isinstance(value, dict) and id_field not in value
+                      else _set(value)) for id_, value in entries.items() if value is not None]
     out.pop("sources", None)
     judged = out.pop("claim_columns", None)
     if judged is not None or any(isinstance(c, dict) and "columns" in c for c in out.get("claims") or []):
         out["claims"] = _per_column(out.get("claims") or [], [c.get("name") for c in out.get("columns") or []],
                                     judged, raw.get("name", "?"))
     return out
+
+
+def _set(entry: Any) -> Any:
+    """An entry without its null fields: an overlay's `paper: null` removes the experiment's value."""
+    return {k: v for k, v in entry.items() if v is not None} if isinstance(entry, dict) else entry
 
 
 def _sources_resolved(claims: dict, sources: dict, table: str) -> dict:
@@ -273,8 +280,8 @@ def _sources_resolved(claims: dict, sources: dict, table: str) -> dict:
 def _per_column(claims: list, columns: list[str], judged: list[str] | None, table: str) -> list:
     """Each claim with `columns` once per column (of those in `claim_columns`, when the profile names them).
 
-    Its text is prefixed with the column's name ("AG News: LEAM is better than ..."), and `a` / `b` name a row
-    only: the column is the one it is repeated for.
+    Its text is prefixed with the column's name ("AG News: LEAM is better than ..."), or names it where it says
+    `{column}` ("{column} (topic): ..."), and `a` / `b` name a row only: the column is the one it is repeated for.
     """
     for name in judged or []:
         if name not in columns:
@@ -289,7 +296,8 @@ def _per_column(claims: list, columns: list[str], judged: list[str] | None, tabl
             if judged is not None and column not in judged:
                 continue
             one = {k: v for k, v in claim.items() if k != "columns"}
-            one["text"] = f"{column}: {claim['text']}"
+            text = claim["text"]
+            one["text"] = text.replace("{column}", column) if "{column}" in text else f"{column}: {text}"
             for side in ("a", "b"):
                 if claim.get(side):
                     row = claim[side]

@@ -1,4 +1,4 @@
-"""`rows`, `claims` and `notes` of a `table:` node keyed by id, so that an overlay states only what differs."""
+"""`columns`, `rows`, `claims` and `notes` of a `table:` node keyed by id, so that an overlay states only what differs."""
 
 from __future__ import annotations
 
@@ -60,6 +60,35 @@ def test_a_claim_with_columns_is_the_sentence_said_of_each_column():
         ("Yahoo: LEAM beats BoW", ["LEAM", "Yahoo"], ["BoW", "Yahoo"], "§2 'all'"),
         ("AG News: LEAM beats BoW", ["LEAM", "AG News"], ["BoW", "AG News"], "§2 'all'"),
         ("AG News: SWEM beats BoW", ["SWEM", "AG News"], ["BoW", "AG News"], "§2 'all'")]
+
+
+def test_a_claim_naming_its_column_says_it_where_it_says_so():
+    raw = {"name": "t", "title": "T", "columns": TWO, "rows": ROWS, "claims": {
+        "topic": {"text": "{column} (topic): LEAM beats BoW", "a": "LEAM", "op": "gt", "b": "BoW", "columns": "all"}}}
+    assert [c.text for c in TableSpec.parse(raw).claims] == ["Yahoo (topic): LEAM beats BoW",
+                                                             "AG News (topic): LEAM beats BoW"]
+
+
+def test_columns_keyed_by_name_and_a_table_built_on_another_states_what_differs():
+    """TensorCoder Table 3 is Table 2's table with its own paper size, cited rows, wording and numbers."""
+    raw = {"name": "t", "title": "T", "columns": {"BLEU": {"metric": "test/bleu"}, "Extra": None,
+                                                  "GFLOPs": {"metric": "m/g", "match": {"size": "iwslt16"}}}}
+    assert normalised(raw)["columns"] == [{"name": "BLEU", "metric": "test/bleu"},
+                                          {"name": "GFLOPs", "metric": "m/g", "match": {"size": "iwslt16"}}]
+    from langrepr.tables import experiment_config, table_spec
+
+    two = table_spec(experiment_config("tensorcoder_table2", "full"), "tensorcoder_table2")
+    three = table_spec(experiment_config("tensorcoder_table3", "full"), "tensorcoder_table3")
+    paper_size = {s["name"]: s["match"] for s in (two["columns"][3], three["columns"][3])}
+    assert paper_size == {"GFLOPs at paper size": {"paper_size": "iwslt16"}}            # Table 3's own size
+    assert two["columns"][3]["match"] == {"paper_size": "wmt16"}
+    assert [r["key"] for r in three["rows"]][:4] == ["NAT-FT (Gu 2018)", "imitate NAT (Wei 2019)",
+                                                     "Iterative Refinement NAT (Lee 2018)", "Transformer-1head"]
+    assert "Tensorized Transformer" in [r["key"] for r in two["rows"]]
+    by_op = {(c["op"], c.get("value")): c for c in three["claims"]}
+    assert by_op[("ratio_ge", 3.0)]["text"].startswith("IWSLT16: the FLOPs of TensorCoder only is 1/3")
+    assert all(c["source"].startswith(("Abstract / Table 3", "§5.2 / Table 3")) for c in three["claims"])
+    assert [(c["a"], c["op"], c["b"]) for c in two["claims"]] == [(c["a"], c["op"], c["b"]) for c in three["claims"]]
 
 
 def test_claim_columns_keep_a_profiles_columns_and_a_wrong_name_is_one_line():

@@ -12,7 +12,7 @@ from langrepr.tables.markdown import fmt
 
 
 def table_spec(cfg: DictConfig, table: str) -> dict:
-    spec = normalised(OmegaConf.to_container(cfg.table, resolve=True))   # rows/claims/notes keyed by id: lists
+    spec = normalised(OmegaConf.to_container(cfg.table, resolve=True))   # keyed by id: lists
     spec.setdefault("name", table)
     TableSpec.parse(spec)  # one clear line on a typo, before any run is read
     for row in spec["rows"]:
