@@ -2,7 +2,8 @@
 
 A long line (>= LONG characters once its indentation and trailing blanks are stripped; comment lines not counted)
 written in two config files is a copy that no test keeps in step: a claim fixed in one file stays wrong in the
-other. Hydra merges mappings, so an overlay keyed by id states only what differs (`table_spec.normalised`), and
+other. A `_target_:` line is not counted: it names the class a node builds, a reference to code (as an import is),
+which each config that builds that class names. Hydra merges mappings, so an overlay keyed by id states only what differs (`table_spec.normalised`), and
 a shared setting belongs in one file that the others name in their defaults list. The copies still in the tree
 are listed in `known_config_copies.txt` (a digest per line): a new copy fails here, and so does a listed one that
 is gone, so that the list only shrinks.
@@ -32,7 +33,7 @@ def copied_lines() -> dict[str, list[str]]:
     for path in sorted(CONF_DIR.rglob("*.yaml")):
         for line in path.read_text().splitlines():
             line = line.strip()
-            if len(line) >= LONG and not line.startswith("#"):
+            if len(line) >= LONG and not line.startswith(("#", "_target_:")):
                 where[line].add(path.relative_to(CONF_DIR).as_posix())
     return {line: sorted(files) for line, files in where.items() if len(files) > 1}
 
