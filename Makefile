@@ -36,7 +36,9 @@ install: $(STAMP) ## create .venv and install langrepr with its dev tools
 
 TEST_WORKERS ?= 2
 test: $(STAMP) ## the test suite (CPU, offline; slow/gpu/network tests excluded; TEST_WORKERS=2 processes, 0 = one)
-	$(PY) -m pytest -m "not slow and not gpu and not network" -q -n $(TEST_WORKERS) $(if $(filter-out 0,$(TEST_WORKERS)),--dist worksteal)
+	$(PY) -m pytest -m "not slow and not gpu and not network" -q -n $(TEST_WORKERS) $(if $(filter-out 0,$(TEST_WORKERS)),--dist worksteal) \
+	  --durations=30
+# --durations: the 30 slowest tests close the log, where the suite's time (15 min on 2 cores is its budget) goes
 # one intra-op thread per test process on shared cores (two workers with two torch threads each ran 5% slower here)
 test: export OMP_NUM_THREADS ?= 1
 
