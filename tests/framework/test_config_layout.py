@@ -2,16 +2,14 @@
 
 A long line (>= LONG characters once its indentation and trailing blanks are stripped; comment lines not counted)
 written in two config files is a copy that no test keeps in step: a claim fixed in one file stays wrong in the
-other. A `_target_:` line is not counted: it names the class a node builds, a reference to code (as an import is),
-which each config that builds that class names. Hydra merges mappings, so an overlay keyed by id states only what differs (`table_spec.normalised`), and
-a shared setting belongs in one file that the others name in their defaults list. The copies still in the tree
-are listed in `known_config_copies.txt` (a digest per line): a new copy fails here, and so does a listed one that
-is gone, so that the list only shrinks.
+other. A `_target_:` line is not counted: it names the class a node builds, a reference to code (as an import
+is), which each config that builds that class names. Hydra merges mappings, so an overlay keyed by id states only
+what differs (`table_spec.normalised`), and a shared setting belongs in one file that the others name in their
+defaults list (docs/framework.md, "Configuration layout").
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -19,47 +17,34 @@ from pathlib import Path
 from langrepr.confpaths import CONF_DIR, PAPERS, config_roots, option_files
 
 LONG = 60
-KNOWN = Path(__file__).with_name("known_config_copies.txt")
 PAPER_GROUPS = ("experiment", "experiment_profile")   # a paper's tables live in its folder, none in conf/<group>/
 
 
-def digest(line: str) -> str:
-    return hashlib.sha256(line.encode()).hexdigest()[:16]
-
-
-def copied_lines() -> dict[str, list[str]]:
-    """{long line: the config files (relative to conf/) that write it}, for lines in two files or more."""
+def copied_lines(root: Path = CONF_DIR) -> dict[str, list[str]]:
+    """{long line: the config files (relative to `root`) that write it}, for lines in two files or more."""
     where: dict[str, set[str]] = defaultdict(set)
-    for path in sorted(CONF_DIR.rglob("*.yaml")):
+    for path in sorted(root.rglob("*.yaml")):
         for line in path.read_text().splitlines():
             line = line.strip()
             if len(line) >= LONG and not line.startswith(("#", "_target_:")):
-                where[line].add(path.relative_to(CONF_DIR).as_posix())
+                where[line].add(path.relative_to(root).as_posix())
     return {line: sorted(files) for line, files in where.items() if len(files) > 1}
 
 
-def known() -> dict[str, int]:
-    """{digest: number of files} of the copies accepted so far."""
-    out = {}
-    for row in KNOWN.read_text().splitlines():
-        if row.strip() and not row.startswith("#"):
-            key, count = row.split()[:2]
-            out[key] = int(count)
-    return out
+def test_no_long_line_is_copied_between_config_files():
+    copies = [f"{len(files)} files {files}: {line[:100]}" for line, files in copied_lines().items()]
+    assert not copies, ("a long config line is written in several files; key the overlay by id, or move the shared "
+                        "setting to one file that the others name in their defaults:\n" + "\n".join(copies))
 
 
-def test_no_new_long_line_is_copied_between_config_files():
-    accepted = known()
-    new = [f"{len(files)} files {files}: {line[:100]}" for line, files in copied_lines().items()
-           if accepted.get(digest(line), 0) < len(files)]
-    assert not new, ("a long config line is written in several files; key the overlay by id or move the shared "
-                     "setting to one file:\n" + "\n".join(new))
-
-
-def test_the_list_of_known_copies_only_shrinks():
-    now = {digest(line): len(files) for line, files in copied_lines().items()}
-    stale = sorted(key for key, count in known().items() if now.get(key, 0) < count)
-    assert not stale, (f"{KNOWN.name}: these copies are gone or fewer, lower or drop their rows: {stale}")
+def test_the_copy_check_sees_a_copy_and_not_a_class_reference(tmp_path):
+    """The check itself: a copied setting is found wherever it sits; a `_target_:` line is not a copy."""
+    line = "lr: 1.0e-3            # the paper's rate (Section 4.2), kept for every row"
+    for name in ("a.yaml", "sub/b.yaml"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(f"_target_: langrepr.tasks.label_embedding.LabelRegularisedMultilabelTask\n"
+                                     f"optimizer:\n  {line}\n")
+    assert copied_lines(tmp_path) == {line: ["a.yaml", "sub/b.yaml"]}
 
 
 def test_every_experiment_and_its_profiles_live_in_a_paper_folder():
