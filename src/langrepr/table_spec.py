@@ -260,8 +260,11 @@ def _set(entry: Any) -> Any:
 
 
 def _sources_resolved(claims: dict, sources: dict, table: str) -> dict:
-    """Keyed claims with `source_of: <id>` given that source: an entry of the table's `sources` (a quoted sentence
-    several claims rest on, written once; it stays when a profile drops some of them) or another claim's `source`."""
+    """Keyed claims with `source_of: <id>` given that source.
+
+    The source is an entry of the table's `sources` (a quoted sentence several claims rest on, written once; it stays
+    when a profile drops some of them) or another claim's `source`.
+    """
     out = {}
     for id_, claim in claims.items():
         if isinstance(claim, dict) and "source_of" in claim:

@@ -28,6 +28,8 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.loggers import WandbLogger
 from pytorch_lightning.utilities import rank_zero_only
 
+from langrepr.table_spec import normalised
+
 LEVELDB_BLOCK = 32768  # wandb's transaction log is LevelDB-log framed: 32 KiB blocks, 7-byte record headers
 
 
@@ -90,7 +92,7 @@ class TableWandbLogger(WandbLogger):
     def __init__(self, *, run_id: str, profile: str, table: Any = None, sweep_dir: str | None = None,
                  tags: list[str] | None = None, group: str | None = None, **kwargs: Any) -> None:
         self.run_id, self.profile = run_id, profile
-        self.spec = plain(table) or None
+        self.spec = normalised(plain(table)) if plain(table) else None   # keyed columns/rows/claims: lists
         self.sweep_dir = Path(sweep_dir) if sweep_dir else None
         self.choices = current_choices()
         self.latest: dict[str, float] = {}

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from conftest import ROOT, run_cli
-from langrepr.confpaths import group_options, option_files
+from langrepr.confpaths import group_options
+from langrepr.tables import experiment_config, table_spec
 
 CONF = ROOT / "conf"
 EWE_TABLES = [t for t in group_options("experiment") if t.startswith("ewe_table")]
@@ -25,8 +25,8 @@ def test_table_target_runs_and_renders_at_smoke_size(tmp_path, table):
     assert render.returncode == 0, render.stderr[-3000:]
     stem = table if table == "ewe_table1" else f"{table}.quick"
     result = json.loads((out / "tables" / f"{stem}.json").read_text())
-    own = {r["key"] for r in yaml.safe_load(option_files("experiment")[table].read_text())["table"]["rows"]
-           if not r.get("run_id")}      # rows read from another table's cells (e.g. Table 3's) are not run here
+    own = {r["key"] for r in table_spec(experiment_config(table, "quick"), table)["rows"]
+           if r["run_id"] == table}     # rows read from another table's cells (e.g. Table 3's) are not run here
     cells = [c for row in result["rows"] if row["key"] in own for c in row["cells"].values()]
     assert cells and all(c["ours"] is not None for c in cells), "a cell of the smoke sweep did not run"
     if table != "ewe_table1":           # Table 1's exact counts hold only at the paper's widths, not at smoke size

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ def peak_for(device_name: str) -> dict | None:
 FACTS_HOME = {"nsmc_style": "nsmc_text"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def about(dataset: str) -> dict:
     """The `about:` node of a dataset config file ({} when it has none): facts the plan reads, never settings.
 
@@ -81,9 +81,11 @@ def token_list_size(token_list: str) -> int:
 COOCCURRENCE_TOKENS_PER_CPU_S = 1.42e6
 
 def downloads() -> dict[str, dict]:
-    """What a table may download ({what, size, licence, gated} per data set), from the `about.downloads` nodes of
-    the config files that read the data (a dataset's file; the Bit Cipher probe pipeline for C4 and GUM), wherever
-    in the file the node sits. size / licence say "unknown" where no source in the repository or a card gives it.
+    """What a table may download: {what, size, licence, gated} per data set.
+
+    Read from the `about.downloads` nodes of the config files that read the data (a dataset's file; the Bit Cipher
+    probe pipeline for C4 and GUM), wherever in the file the node sits. size / licence say "unknown" where no source
+    in the repository or a card gives it.
     """
     return dict(_downloads())
 

@@ -46,8 +46,10 @@ PLACEHOLDER = re.compile(r"\{=([^{}]+)\}")   # {=LEAM.AG News} or {=LEAM.AG News
 
 
 def filled_notes(notes: list[str | dict], rows: list[dict], spec: dict) -> list[str]:
-    """Notes as printed, with each `{=<row>.<column>[:std|:n]}` replaced by that cell of this table, in its
-    column's format, and a quoted note (`{text, quoted_from}`) followed by its source.
+    """Notes as printed: each `{=<row>.<column>[:std|:n]}` filled in.
+
+    A placeholder is replaced by that cell of this table, in its column's format, and a quoted note
+    (`{text, quoted_from}`) is followed by its source.
 
     A note that quotes its own table takes the number from the table's data, so a re-run cannot leave it stale;
     a placeholder naming no cell is one line, not a note that silently says "{=...}".
