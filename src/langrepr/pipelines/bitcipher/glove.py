@@ -92,12 +92,17 @@ def entries(counts: sp.coo_matrix) -> tuple[Tensor, Tensor, Tensor]:
 
 def fit_glove(counts: sp.coo_matrix, dim: int, seed: int = 1, epochs: int = 50, lr: float = 0.05,
               x_max: float = 100.0, alpha: float = 0.75, batch_size: int = 65536) -> GloVe:
-    """A GloVe model fitted to the non-zero entries of `counts` by mini-batch AdaGrad."""
+    """A GloVe model fitted to the non-zero entries of `counts` by mini-batch AdaGrad.
+
+    The global RNG is left as it was: LEAM trains GloVe inside its cell only when the vectors are not cached yet, so
+    a fit that reseeded it would make the cell's dropout and batch order depend on whether the cache was warm.
+    """
     if counts.nnz == 0:
         raise UserError("GloVe got an empty co-occurrence matrix: the corpus has no word pairs within the window")
     generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    model = GloVe(counts.shape[0], dim)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = GloVe(counts.shape[0], dim)
     optimizer = torch.optim.Adagrad(model.parameters(), lr=lr)
     rows, cols, values = entries(counts)
     for epoch in range(epochs):
