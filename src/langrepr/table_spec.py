@@ -24,7 +24,7 @@ from typing import Any
 from langrepr.errors import UserError
 
 ROLES = ("floor", "ceiling", "comparator")
-KEYED = {"columns": "name", "rows": "key", "claims": None, "notes": None}   # lists that may be keyed by id: the id's field
+KEYED = {"columns": "name", "rows": "key", "claims": None, "notes": None}   # keyable lists: their id field
 OPS = ("lt", "gt", "le", "ge", "ratio_ge", "ratio_le", "approx", "equiv", "stabler")
 
 
@@ -234,8 +234,8 @@ def normalised(raw: dict) -> dict:
 
     A mapping keyed by id becomes its values in insertion order (the experiment's entries, then those an overlay
     adds); a null value removes that entry (an overlay dropping a claim), a null field the field (a stand-in profile
-    dropping a row's paper numbers). A row's id is its `key` and a column's its
-    `name`, unless the entry names one. A list stays as it is.
+    dropping a row's paper numbers). A row's id is its `key` and a column's its `name`, unless the entry names
+    one. A list stays as it is.
     """
     out = dict(raw)
     for name, id_field in KEYED.items():
@@ -244,8 +244,9 @@ def normalised(raw: dict) -> dict:
             continue
         if name == "claims":
             entries = _sources_resolved(entries, raw.get("sources") or {}, raw.get("name", "?"))
-        out[name] = [({id_field: id_, **_set(value)} if id_field and isinstance(value, dict) and id_field not in value
-                      else _set(value)) for id_, value in entries.items() if value is not None]
+        kept = [(id_, _without_nulls(value)) for id_, value in entries.items() if value is not None]
+        out[name] = [({id_field: id_, **value} if id_field and isinstance(value, dict) and id_field not in value
+                      else value) for id_, value in kept]
     out.pop("sources", None)
     judged = out.pop("claim_columns", None)
     if judged is not None or any(isinstance(c, dict) and "columns" in c for c in out.get("claims") or []):
@@ -254,7 +255,7 @@ def normalised(raw: dict) -> dict:
     return out
 
 
-def _set(entry: Any) -> Any:
+def _without_nulls(entry: Any) -> Any:
     """An entry without its null fields: an overlay's `paper: null` removes the experiment's value."""
     return {k: v for k, v in entry.items() if v is not None} if isinstance(entry, dict) else entry
 

@@ -92,7 +92,8 @@ class TableWandbLogger(WandbLogger):
     def __init__(self, *, run_id: str, profile: str, table: Any = None, sweep_dir: str | None = None,
                  tags: list[str] | None = None, group: str | None = None, **kwargs: Any) -> None:
         self.run_id, self.profile = run_id, profile
-        self.spec = normalised(plain(table)) if plain(table) else None   # keyed columns/rows/claims: lists
+        spec = plain(table)
+        self.spec = normalised(spec) if spec else None   # keyed columns/rows/claims/notes: lists
         self.sweep_dir = Path(sweep_dir) if sweep_dir else None
         self.choices = current_choices()
         self.latest: dict[str, float] = {}
